@@ -1,0 +1,247 @@
+"""Command line: ``explorer explore | play | doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from explorer import config as config_mod
+from explorer.config import Config, ConfigError
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="PATH", help="TOML file merged over the defaults")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting, e.g. --set capture.fps=30 (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="explorer", description="A curiosity-driven game agent on a virtual Xbox 360 pad.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("explore", help="explore the built-in game (ViZDoom) headless and write a run directory")
+    _common(p)
+    p.add_argument("--steps", type=int, help="agent steps (overrides run.steps)")
+    p.add_argument("--agent", choices=["random", "sticky", "policy"], help="overrides run.agent")
+    p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("play", help="live: capture a screen region or window and drive a virtual pad")
+    _common(p)
+    p.add_argument("--dry-run", action="store_true", help="capture and act, but send nothing to a pad")
+    p.add_argument("--window", metavar="TITLE", help="capture the window whose title contains TITLE")
+    p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
+    p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
+    p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
+
+    p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
+    _common(p)
+    return parser
+
+
+def load_config(args: argparse.Namespace, extra: list[str]) -> Config:
+    return config_mod.load(args.config, [*args.overrides, *extra])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "explore":
+            return cmd_explore(args)
+        if args.command == "play":
+            return cmd_play(args)
+        if args.command == "doctor":
+            from explorer.doctor import run_doctor
+            return run_doctor(load_config(args, []))
+    except ConfigError as err:
+        print(f"explorer: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nexplorer: interrupted; the pad is neutral", file=sys.stderr)
+        return 130
+    except Exception as err:
+        from explorer.games.vizdoom import GameError
+        from explorer.pad import PadError
+        from explorer.screen import ScreenError
+        if isinstance(err, (PadError, ScreenError, GameError)):
+            print(f"explorer: {err}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+def _seed(seed: int) -> None:
+    import keras
+    keras.utils.set_random_seed(seed)
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    extra = []
+    if args.steps is not None:
+        extra.append(f"run.steps={args.steps}")
+    if args.agent:
+        extra.append(f"run.agent={args.agent}")
+    if args.out:
+        extra.append(f'run.dir="{args.out}"')
+    config = load_config(args, extra)
+    summary = explore(config, progress=not args.no_progress)
+    print(f"run directory: {summary['run_dir']}")
+    print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
+          f"cells per episode (last 20) {summary['cells_per_episode_last20']:.1f}, distinct cells {summary['distinct_cells']}")
+    return 0
+
+
+def explore(config: Config, progress: bool = True, run_path: str | Path | None = None) -> dict[str, Any]:
+    """The main job: explore the built-in game headless; returns the run summary."""
+    from tqdm import tqdm
+
+    from explorer.agent import make_agent
+    from explorer.coverage import Coverage
+    from explorer.games import make_game
+    from explorer.games.vizdoom import DoomPad
+    from explorer.loop import GameClock, run_loop
+    from explorer.plots import plot_trajectory
+    from explorer.ring import FrameRing
+    from explorer.rundir import RunDir
+
+    _seed(config.run.seed)
+    if config.run.eager:
+        import tensorflow as tf
+        tf.config.run_functions_eagerly(True)
+    run = RunDir(config.run.dir, "explore", config, path=run_path)
+    game = make_game(config)
+    pad = DoomPad(game)
+    ring = FrameRing(config.ring.capacity, game.shape)
+    agent = make_agent(config, game.shape, run.path)
+    coverage = Coverage()
+    coverage.add(*_xy(game))
+    bar = tqdm(total=config.run.steps, disable=not progress, unit="step", dynamic_ncols=True)
+
+    def on_step(step: int, action, metrics: dict[str, float], tick) -> None:
+        coverage.add(*_xy(game))
+        bar.update(1)
+        if metrics and step % 100 == 0:
+            run.log({"step": step, **{k: float(v) for k, v in metrics.items()}})
+
+    def on_episode(n: int) -> None:
+        cells = coverage.end_episode()
+        coverage.add(*_xy(game))  # where the next episode starts
+        run.log({"step": bar.n, "episode": n, "cells": cells})
+        bar.set_postfix(episode=n, cells=cells, last20=f"{coverage.recent_mean():.1f}")
+
+    clock = GameClock(game, ring)
+    try:
+        stats = run_loop(clock, ring, agent, pad, config.observation.stack, max_steps=config.run.steps,
+                         on_step=on_step, on_episode=on_episode)
+    finally:
+        bar.close()
+        agent.close()
+        game.close()
+    if coverage.episode_cells:
+        coverage.end_episode()  # the unfinished last episode counts in the picture, not in last-20 means below
+        partial = coverage.per_episode.pop()
+    else:
+        partial = 0
+    picture = plot_trajectory(coverage, run.path / "trajectory.png",
+                              title=f"{config.game.scenario}, agent={config.run.agent}, {stats.steps} steps")
+    summary = {
+        "run_dir": str(run.path), "steps": stats.steps, "episodes": stats.episodes,
+        "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
+        "cells_per_episode": coverage.per_episode, "cells_in_unfinished_episode": partial,
+        "cells_per_episode_last20": coverage.recent_mean(20), "distinct_cells": len(coverage.all_cells),
+        "trajectory_png": str(picture), "loop": stats.summary(),
+    }
+    run.write_summary(summary)
+    run.close()
+    return summary
+
+
+def _xy(game: Any) -> tuple[float, float]:
+    p = game.position()
+    return p.x, p.y
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    extra = []
+    if args.window:
+        extra += ["capture.source=\"window\"", f"capture.window_title={_quote(args.window)}"]
+    if args.region:
+        try:
+            left, top, width, height = (int(v) for v in args.region.split(","))
+        except ValueError:
+            raise ConfigError(f"--region {args.region!r} is not L,T,W,H (four integers, pixels)") from None
+        extra += ["capture.source=\"region\"", f"capture.left={left}", f"capture.top={top}",
+                  f"capture.width={width}", f"capture.height={height}"]
+    if args.seconds is not None:
+        extra.append(f"control.max_seconds={args.seconds}")
+    if args.out:
+        extra.append(f"run.dir={_quote(args.out)}")
+    config = load_config(args, extra)
+    summary = play(config, dry_run=args.dry_run)
+    loop = summary["loop"]
+    print(f"run directory: {summary['run_dir']}")
+    print(f"{loop['steps']} ticks in {loop['seconds']:.1f} s: {loop['hz']:.1f} Hz (target {config.control.hz:g}), "
+          f"capture {summary['capture_fps']:.1f} fps (target {config.capture.fps:g}), latency p50 {loop['latency_p50_ms']:.1f} ms "
+          f"p99 {loop['latency_p99_ms']:.1f} ms, missed ticks {loop['missed_ticks']}, dropped frames {loop['dropped_frames']}; "
+          f"stopped by {loop['stopped_by']}")
+    return 0
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any = None,
+         countdown_s: float | None = None) -> dict[str, Any]:
+    """Live mode: capture thread → ring → agent → pad at ``control.hz``; returns the run summary."""
+    from explorer.agent import make_agent
+    from explorer.loop import Controls, LiveClock, run_loop
+    from explorer.pad import make_pad
+    from explorer.ring import FrameRing
+    from explorer.rundir import RunDir
+    from explorer.safety import Hotkeys, countdown
+    from explorer.screen import CaptureThread, MssScreen
+
+    _seed(config.run.seed)
+    screen = MssScreen(config.capture, config.observation)
+    ring = FrameRing(config.ring.capacity, screen.shape)
+    run = RunDir(config.run.dir, "play", config)
+    agent = make_agent(config, screen.shape, run.path)
+    agent.act(ring_warmup_obs(screen.shape, config.observation.stack))  # trace before the game starts
+    pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
+    controls = controls or Controls()
+    hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
+    if not hotkeys.available:
+        print(f"explorer: stop/pause keys off: {hotkeys.reason}; Ctrl-C stops", file=sys.stderr)
+    capture = CaptureThread(screen, ring, config.capture.fps, config.capture.blank_seconds)
+    clock = LiveClock(capture, ring, config.control.hz)
+    try:
+        wait = config.control.countdown_s if countdown_s is None else countdown_s
+        if not countdown(wait, controls):
+            pad.close()
+            raise KeyboardInterrupt
+        stats = run_loop(clock, ring, agent, pad, config.observation.stack,
+                         max_seconds=config.control.max_seconds or None, controls=controls,
+                         watchdog_s=config.control.watchdog_ticks / config.control.hz)
+    finally:
+        hotkeys.stop()
+        capture.stop()
+        pad.close()
+        agent.close()
+    summary = {"run_dir": str(run.path), "dry_run": dry_run, "capture_fps": capture.achieved_fps(),
+               "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time()}
+    run.write_summary(summary)
+    run.close()
+    return summary
+
+
+def ring_warmup_obs(shape: tuple[int, int, int], stack: int):
+    import tensorflow as tf
+    return tf.zeros((stack, *shape), tf.uint8)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Typed, frozen configuration loaded from TOML with dotted overrides.
+
+Defaults live here, in code; ``config.toml`` at the top of the repository
+mirrors them with a comment per key (a test keeps the two equal). A run loads
+the defaults, merges a TOML file over them, then ``--set section.key=value``
+overrides, and validates the result. An unknown key or a wrong type is a
+:class:`ConfigError` naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomli_w
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type or out of range."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class CaptureConfig(_Section):
+    """Where live frames come from."""
+
+    source: Literal["region", "monitor", "window"] = Field(
+        "region", description="region: left/top/width/height; monitor: a whole monitor; window: a window found by title")
+    left: int = Field(0, description="region left edge, screen pixels")
+    top: int = Field(0, description="region top edge, screen pixels")
+    width: int = Field(256, gt=0, description="region width, screen pixels")
+    height: int = Field(256, gt=0, description="region height, screen pixels")
+    monitor: int = Field(1, ge=0, description="mss monitor index for source=monitor (0 = all monitors)")
+    window_title: str = Field("", description="substring of the window title for source=window")
+    fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
+    blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
+
+
+class ObservationConfig(_Section):
+    """What the policy sees."""
+
+    width: int = Field(64, gt=0, description="observation width, pixels")
+    height: int = Field(64, gt=0, description="observation height, pixels")
+    grayscale: bool = Field(True, description="convert frames to one grey channel")
+    stack: int = Field(3, gt=0, description="newest frames stacked into one observation")
+
+
+class RingConfig(_Section):
+    """The TensorFlow frame ring."""
+
+    capacity: int = Field(64, ge=2, description="frames held; must exceed observation.stack and novelty windows")
+
+
+class PadConfig(_Section):
+    """Where stick values go."""
+
+    backend: Literal["vgamepad", "null", "recording"] = Field(
+        "vgamepad", description="vgamepad: a virtual Xbox 360 pad; null: sends nothing; recording: keeps every call (tests)")
+    camera_stick: Literal["right", "left"] = Field("right", description="stick that receives camera x/y")
+    walk_stick: Literal["left", "right"] = Field("left", description="stick that receives walk x/y")
+    invert_camera_y: bool = Field(False, description="flip the sign of camera y before sending")
+    invert_walk_y: bool = Field(False, description="flip the sign of walk y before sending")
+
+
+class ControlConfig(_Section):
+    """The control loop and live-mode safety."""
+
+    hz: float = Field(30.0, gt=0, description="live control tick rate, ticks per second")
+    watchdog_ticks: int = Field(3, ge=1, description="pad goes neutral when no fresh action arrives within this many ticks")
+    countdown_s: float = Field(3.0, ge=0, description="seconds of countdown before live mode takes the pad")
+    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra)")
+    pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra)")
+    max_seconds: float = Field(0.0, ge=0, description="live run length in seconds; 0 runs until stopped")
+
+
+class GameConfig(_Section):
+    """The built-in game (ViZDoom)."""
+
+    name: Literal["vizdoom"] = Field("vizdoom", description="built-in game engine")
+    scenario: str = Field("my_way_home", description="bundled scenario name or a path to a .cfg file")
+    wad: str = Field("", description="override the scenario's WAD file (path); empty keeps the scenario's")
+    map: str = Field("", description="map name inside the WAD, e.g. map01; empty keeps the scenario's")
+    episode_steps: int = Field(525, gt=0, description="agent steps per episode")
+    frame_skip: int = Field(4, ge=1, description="engine tics per agent step")
+    resolution: Literal["160x120", "320x240", "640x480"] = Field("160x120", description="engine render resolution")
+    turn_scale: float = Field(10.0, ge=0, description="degrees turned per tic at full camera x")
+    look_scale: float = Field(0.0, ge=0, description="degrees looked up/down per tic at full camera y (0 keeps the view level)")
+    move_scale: float = Field(10.0, ge=0, description="map units moved forward/back per tic at full walk y")
+    strafe_scale: float = Field(10.0, ge=0, description="map units strafed per tic at full walk x")
+    realtime: bool = Field(False, description="asynchronous engine at 35 tics/s with a visible window (live test bed)")
+    visible: bool = Field(False, description="show the engine window (needs a display)")
+    seed: int = Field(0, description="engine seed")
+
+
+class PolicyConfig(_Section):
+    """The CNN policy."""
+
+    filters: tuple[int, ...] = Field((16, 32, 32), description="conv filters per layer (stride 2, kernel 3)")
+    hidden: int = Field(128, gt=0, description="width of the dense layer after the encoder")
+
+
+class RunConfig(_Section):
+    """A run of ``explorer explore`` or ``explorer play``."""
+
+    dir: str = Field("runs", description="parent folder of run directories")
+    steps: int = Field(2000, gt=0, description="agent steps for explore")
+    seed: int = Field(0, description="seed for TensorFlow, numpy and the game")
+    agent: Literal["random", "sticky", "policy"] = Field(
+        "policy", description="random: uniform sticks; sticky: random sticks held; policy: the CNN")
+    sticky_steps: int = Field(8, ge=1, description="steps each random action is held for agent=sticky")
+    eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
+
+
+class Config(_Section):
+    """The whole configuration."""
+
+    capture: CaptureConfig = CaptureConfig()
+    observation: ObservationConfig = ObservationConfig()
+    ring: RingConfig = RingConfig()
+    pad: PadConfig = PadConfig()
+    control: ControlConfig = ControlConfig()
+    game: GameConfig = GameConfig()
+    policy: PolicyConfig = PolicyConfig()
+    run: RunConfig = RunConfig()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples as lists), ready for TOML."""
+        return self.model_dump(mode="json")
+
+    def replace(self, **overrides: Any) -> Config:
+        """A copy with dotted keys replaced, e.g. ``replace(**{"run.steps": 10})``."""
+        return load(None, [f"{k}={_toml_literal(v)}" for k, v in overrides.items()], base=self)
+
+
+def _toml_literal(value: Any) -> str:
+    text = tomli_w.dumps({"v": value})
+    return text.split("=", 1)[1].strip()
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form section.key=value")
+    key, raw = text.split("=", 1)
+    path = key.strip().split(".")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word is taken as a string
+    return path, value
+
+
+def _merge(into: dict[str, Any], path: list[str], value: Any, origin: str) -> None:
+    node = into
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(path)} ({origin}): {part} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+         base: Config | None = None) -> Config:
+    """Load a config: defaults (or ``base``), then the TOML file, then overrides.
+
+    Args:
+      path: a TOML file, or None for the defaults alone.
+      overrides: ``section.key=value`` strings; values are TOML literals, bare
+        words are strings.
+      base: the config to start from instead of the defaults.
+
+    Returns:
+      The validated, frozen :class:`Config`.
+
+    Raises:
+      ConfigError: a missing or malformed file, an unknown key, a wrong type.
+    """
+    tree = (base or Config()).to_dict()
+    origins: dict[str, str] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist; pass --config with the path of a TOML file")
+        try:
+            file_tree = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from err
+        for key, value in _flatten(file_tree).items():
+            _merge(tree, key.split("."), value, str(path))
+            origins[key] = str(path)
+    for text in overrides:
+        keypath, value = _parse_override(text)
+        _merge(tree, keypath, value, "--set")
+        origins[".".join(keypath)] = "--set"
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            key = ".".join(str(p) for p in e["loc"])
+            where = origins.get(key, "defaults")
+            if e["type"] == "extra_forbidden":
+                section = key.rsplit(".", 1)[0] if "." in key else ""
+                known = _known_keys(section)
+                lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
+            else:
+                lines.append(f"{key} (from {where}): {e['msg']}, got {e.get('input')!r}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def _known_keys(section: str) -> list[str]:
+    model: type[BaseModel] = Config
+    if section:
+        field = Config.model_fields.get(section)
+        if field is None or not isinstance(field.annotation, type):
+            return sorted(Config.model_fields)
+        model = field.annotation
+    return sorted(model.model_fields)
+
+
+def dump(config: Config, path: str | Path) -> None:
+    """Write the merged config as TOML (into a run directory)."""
+    Path(path).write_text(tomli_w.dumps(config.to_dict()), encoding="utf-8")
+
+
+def render_toml(config: Config | None = None) -> str:
+    """The config as commented TOML: each section's docstring and each key's description.
+
+    ``config.toml`` at the top of the repository is this text for the defaults
+    (``python tools/write_config.py`` regenerates it).
+    """
+    config = config or Config()
+    values = config.to_dict()
+    lines = ["# explorer configuration: every setting with its default.",
+             "# Load another file with --config PATH; override one key with --set section.key=value.", ""]
+    for section, field in Config.model_fields.items():
+        model = field.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        lines.append(f"[{section}]")
+        lines.append(f"# {(model.__doc__ or '').strip().splitlines()[0]}")
+        for key, sub in model.model_fields.items():
+            value = values[section][key]
+            literal = (f"[{', '.join(_toml_literal(v) for v in value)}]" if isinstance(value, list)
+                       else _toml_literal(value))
+            rendered = f"{key} = {literal}"
+            lines.append(f"{rendered:<40} # {sub.description}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""Pads: where the four stick axes go.
+
+An action is ``float32[4]`` in [-1, 1], in the order of :data:`AXES`:
+camera x, camera y (right stick by default), walk x, walk y (left stick by
+default). Positive y is up on the stick (forward for walk, look up for camera).
+Every pad has :meth:`Pad.neutral`, which centres both sticks, and
+:func:`neutral_on_exit`, which makes sure it is called however a run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from explorer.config import PadConfig
+
+AXES = ("camera_x", "camera_y", "walk_x", "walk_y")
+NEUTRAL = np.zeros(4, np.float32)
+
+
+class PadError(RuntimeError):
+    """The pad cannot be created or driven; the message says what to install or fix."""
+
+
+@runtime_checkable
+class Pad(Protocol):
+    """Something that takes stick values."""
+
+    def send(self, action: np.ndarray) -> None:
+        """Set the sticks to ``action`` (``float32[4]``, [-1, 1], order :data:`AXES`)."""
+
+    def neutral(self) -> None:
+        """Centre both sticks, now."""
+
+    def close(self) -> None:
+        """Centre the sticks and release the device."""
+
+
+def clamp(action: Any) -> np.ndarray:
+    """``float32[4]`` in [-1, 1]; NaN becomes 0 (neutral), so a bad value can never be sent."""
+    a = np.asarray(action, dtype=np.float32).reshape(-1)
+    if a.shape != (4,):
+        raise ValueError(f"an action has 4 axes {AXES}, got shape {np.shape(action)}")
+    return np.clip(np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
+
+
+class NullPad:
+    """Sends nothing (dry runs); remembers the last action for inspection."""
+
+    def __init__(self) -> None:
+        self.last = NEUTRAL.copy()
+
+    def send(self, action: np.ndarray) -> None:
+        self.last = clamp(action)
+
+    def neutral(self) -> None:
+        self.last = NEUTRAL.copy()
+
+    def close(self) -> None:
+        self.neutral()
+
+
+class VGamepadPad:
+    """A virtual Xbox 360 pad through ``vgamepad`` (ViGEmBus on Windows, uinput on Linux).
+
+    ``vgamepad`` does not clamp float stick values (out-of-range values wrap
+    around silently), so every value is clamped here, and ``update()`` follows
+    every change.
+    """
+
+    def __init__(self, config: PadConfig | None = None, gamepad: Any = None):
+        self.config = config or PadConfig()
+        if self.config.camera_stick == self.config.walk_stick:
+            raise PadError(f"pad.camera_stick and pad.walk_stick are both {self.config.camera_stick!r}; give them different sticks")
+        self._lock = threading.Lock()
+        self.gamepad = gamepad if gamepad is not None else _create_vx360()
+
+    def _stick(self, name: str):
+        return self.gamepad.right_joystick_float if name == "right" else self.gamepad.left_joystick_float
+
+    def send(self, action: np.ndarray) -> None:
+        a = clamp(action)
+        cam_y = -a[1] if self.config.invert_camera_y else a[1]
+        walk_y = -a[3] if self.config.invert_walk_y else a[3]
+        with self._lock:
+            self._stick(self.config.camera_stick)(x_value_float=float(a[0]), y_value_float=float(cam_y))
+            self._stick(self.config.walk_stick)(x_value_float=float(a[2]), y_value_float=float(walk_y))
+            self.gamepad.update()
+
+    def neutral(self) -> None:
+        with self._lock:
+            self.gamepad.reset()
+            self.gamepad.update()
+
+    def close(self) -> None:
+        self.neutral()
+
+
+def _create_vx360() -> Any:
+    try:
+        import vgamepad
+    except OSError as err:  # libevdev missing on Linux
+        raise PadError(
+            f"vgamepad could not load its driver library ({err}). On Debian/Ubuntu install it with "
+            "'sudo apt-get install libevdev2'; on Windows reinstall vgamepad, which installs ViGEmBus."
+        ) from err
+    except ImportError as err:
+        raise PadError(f"vgamepad is not installed ({err}); install it with 'pip install vgamepad'") from err
+    try:
+        return vgamepad.VX360Gamepad()
+    except (OSError, PermissionError) as err:
+        if sys.platform.startswith("linux"):
+            hint = ("a virtual pad needs write access to /dev/uinput: 'sudo modprobe uinput' and add your user "
+                    "to the group that owns /dev/uinput (or run with --dry-run to send nothing)")
+        else:
+            hint = ("install the ViGEmBus driver (https://github.com/nefarius/ViGEmBus/releases) and reboot, "
+                    "or run with --dry-run to send nothing")
+        raise PadError(f"could not create a virtual Xbox 360 pad ({err}): {hint}") from err
+    except Exception as err:  # vgamepad's Windows backend raises AssertionError without ViGEmBus
+        raise PadError(
+            f"could not create a virtual Xbox 360 pad ({type(err).__name__}: {err}): install the ViGEmBus driver "
+            "(https://github.com/nefarius/ViGEmBus/releases), or run with --dry-run to send nothing") from err
+
+
+def make_pad(config: PadConfig, dry_run: bool = False) -> Pad:
+    """The pad the config names; ``dry_run`` always gives a :class:`NullPad`."""
+    if dry_run or config.backend == "null":
+        return NullPad()
+    if config.backend == "recording":
+        from explorer.fakes import RecordingPad
+        return RecordingPad()
+    return VGamepadPad(config)
+
+
+class _Terminate(BaseException):
+    """Raised in the main thread on SIGTERM so that ``finally`` blocks run."""
+
+
+@contextlib.contextmanager
+def neutral_on_exit(pad: Pad) -> Iterator[Pad]:
+    """Centre the pad however the block ends: normally, by exception, Ctrl-C or SIGTERM.
+
+    SIGTERM is turned into an exception for the duration (main thread only), so
+    the block unwinds and the pad is centred before the process exits with 143.
+    """
+    previous = None
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        def on_term(signum: int, frame: Any) -> None:
+            raise _Terminate()
+        previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield pad
+    except _Terminate:
+        pad.neutral()
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        try:
+            pad.neutral()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+
+
+class Watchdog:
+    """Centres the pad when no fresh action arrives within ``timeout_s``.
+
+    The control loop calls :meth:`feed` after every action it sends; a daemon
+    thread checks every ``timeout_s / 3`` and calls ``pad.neutral()`` once per
+    stall.
+    """
+
+    def __init__(self, pad: Pad, timeout_s: float):
+        self.pad = pad
+        self.timeout_s = float(timeout_s)
+        self._last = time.monotonic()
+        self._tripped = False
+        self.trips = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pad-watchdog", daemon=True)
+
+    def start(self) -> Watchdog:
+        self._last = time.monotonic()
+        self._thread.start()
+        return self
+
+    def feed(self) -> None:
+        self._last = time.monotonic()
+        self._tripped = False
+
+    def _run(self) -> None:
+        period = self.timeout_s / 3
+        while not self._stop.wait(period):
+            if not self._tripped and time.monotonic() - self._last > self.timeout_s:
+                self._tripped = True
+                self.trips += 1
+                self.pad.neutral()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1.0)
