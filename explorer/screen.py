@@ -165,7 +165,7 @@ class MssScreen:
         if sct is None:
             import mss
             try:
-                sct = mss.mss()
+                sct = mss.MSS() if hasattr(mss, "MSS") else mss.mss()
             except Exception as err:
                 raise ScreenError(f"mss cannot open the screen ({err}); on Linux a display is needed (DISPLAY set, or run under Xvfb)") from err
             self._local.sct = sct

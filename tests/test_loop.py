@@ -1,0 +1,218 @@
+"""End to end on the fakes: fake screen → ring → CNN policy → recording pad."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from explorer.agent import PolicyAgent
+from explorer.config import PolicyConfig
+from explorer.fakes import FakeScreen, RecordingPad
+from explorer.loop import Controls, GameClock, LiveClock, run_loop
+from explorer.policy import build_policy
+from explorer.ring import FrameRing
+from explorer.screen import CaptureThread
+
+SHAPE = (16, 16, 1)
+
+
+class FakeGame:
+    """A synchronous 'game' on a fake screen: each advance serves the next frame; episodes of ``length`` steps."""
+
+    def __init__(self, length: int = 1000):
+        self.screen = FakeScreen.counting(SHAPE)
+        self.frame = self.screen.grab()
+        self.length = length
+        self.step = 0
+        self.episode_ended = False
+        self.episodes_started = 1
+
+    def grab(self):
+        return self.frame
+
+    def advance(self):
+        self.frame = self.screen.grab()
+        self.step += 1
+        self.episode_ended = self.step % self.length == 0
+
+    def new_episode(self):
+        self.episodes_started += 1
+        self.episode_ended = False
+
+
+class Spy:
+    """Wraps an agent; keeps what it returned and what it observed; can fail on cue."""
+
+    def __init__(self, agent, fail_at: int | None = None, on_act=None):
+        self.agent = agent
+        self.acted: list[np.ndarray] = []
+        self.observed: list[tuple] = []
+        self.fail_at = fail_at
+        self.on_act = on_act
+
+    def act(self, obs):
+        if self.on_act:
+            self.on_act(len(self.acted))
+        if self.fail_at is not None and len(self.acted) == self.fail_at:
+            raise RuntimeError("boom inside the loop")
+        a = self.agent.act(obs)
+        self.acted.append(np.array(a))
+        return a
+
+    def observe(self, obs, action, next_obs, first, last):
+        self.observed.append((obs.numpy()[:, 0, 0, 0].tolist(), next_obs.numpy()[:, 0, 0, 0].tolist(), first, last))
+        return {}
+
+    def close(self):
+        pass
+
+
+def policy_agent():
+    model = build_policy(PolicyConfig(filters=(4, 4), hidden=8), (16, 16, 3))
+    # Large output weights so the actions are spread over [-1, 1], not all near zero.
+    w = model.get_layer("axes").get_weights()
+    model.get_layer("axes").set_weights([np.random.default_rng(0).normal(0, 3, w[0].shape).astype(np.float32), w[1]])
+    return PolicyAgent(model)
+
+
+def test_actions_reach_the_pad_in_range_and_in_order():
+    game, pad, ring = FakeGame(length=7), RecordingPad(), FrameRing(8, SHAPE)
+    agent = Spy(policy_agent())
+    stats = run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=20)
+    assert stats.steps == 20 and stats.episodes == 2
+    sent = pad.sent
+    assert len(sent) == 20
+    np.testing.assert_allclose(np.stack(sent), np.clip(np.stack(agent.acted), -1, 1), rtol=0, atol=0)
+    assert np.all(np.abs(np.stack(sent)) <= 1.0)
+    assert np.std(np.stack(sent)) > 0.05  # the policy really produced different actions
+    # Observations are the newest 3 frames, oldest first; transitions chain.
+    first_obs, first_next, first_flag, _ = agent.observed[0]
+    assert first_obs == [0, 0, 0] and first_next == [0, 0, 1] and first_flag
+    assert agent.observed[1][0] == first_next and not agent.observed[1][2]
+    # Episode boundaries: step 7 is last; the next step starts fresh (ring reset).
+    assert agent.observed[6][3] and not agent.observed[5][3]
+    assert agent.observed[7][2] and agent.observed[7][0] == [7, 7, 7]
+    assert pad.is_neutral and pad.calls[-1][0] == "neutral"
+
+
+def test_exception_inside_the_loop_leaves_the_pad_neutral():
+    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+    agent = Spy(policy_agent(), fail_at=5)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+    assert len(pad.sent) == 5 and pad.is_neutral
+
+
+def test_sigint_leaves_the_pad_neutral():
+    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+
+    def interrupt(i):
+        if i == 4:
+            signal.raise_signal(signal.SIGINT)  # what Ctrl-C does
+
+    agent = Spy(policy_agent(), on_act=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+    assert len(pad.sent) == 4 and pad.is_neutral
+
+
+def test_sigterm_inside_the_loop_exits_143_with_the_pad_neutral():
+    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+
+    def terminate(i):
+        if i == 3:
+            signal.raise_signal(signal.SIGTERM)
+
+    agent = Spy(policy_agent(), on_act=terminate)
+    with pytest.raises(SystemExit) as exit_:
+        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+    assert exit_.value.code == 143 and pad.is_neutral
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+
+
+def test_live_loop_keeps_its_tick_and_measures_itself():
+    ring, pad = FrameRing(16, SHAPE), RecordingPad()
+    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=200)
+    clock = LiveClock(capture, ring, hz=50)
+    agent = Spy(policy_agent())
+    agent.act(ring_zeros())  # warm up (trace) before the clock starts
+    agent.acted.clear()
+    stats = run_loop(clock, ring, agent, pad, stack=3, max_seconds=1.0, watchdog_s=3 / 50)
+    assert not capture.alive
+    assert 35 <= stats.steps <= 52, stats.summary()
+    assert stats.stopped_by == "time" and pad.is_neutral
+    assert 0 < stats.latency_ms(50) < 100
+    # Frames kept flowing: the observations advanced over the run.
+    assert agent.observed[-1][1][-1] > agent.observed[0][1][-1] + 20
+
+
+def ring_zeros():
+    import tensorflow as tf
+    return tf.zeros((3, *SHAPE), tf.uint8)
+
+
+def test_watchdog_centres_the_pad_when_the_loop_stalls():
+    ring, pad = FrameRing(16, SHAPE), RecordingPad()
+    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
+    clock = LiveClock(capture, ring, hz=50)
+
+    def stall(i):
+        if i == 10:
+            time.sleep(0.5)  # a stuck tick: 25 ticks long
+
+    agent = Spy(policy_agent(), on_act=stall)
+    agent.act(ring_zeros())
+    agent.acted.clear()
+    stats = run_loop(clock, ring, agent, pad, stack=3, max_seconds=1.0, watchdog_s=3 / 50)
+    assert stats.watchdog_trips >= 1
+    # A neutral call landed during the stall, between the 10th and the 11th send,
+    # at least three ticks after the 10th (a loaded machine may trip it elsewhere too).
+    sends = [i for i, (k, _) in enumerate(pad.calls) if k == "send"]
+    between = [i for i in range(sends[9] + 1, sends[10]) if pad.calls[i][0] == "neutral"]
+    assert between, pad.calls[sends[9]:sends[10] + 1]
+    assert pad.times[between[0]] - pad.times[sends[9]] >= 3 / 50
+    assert pad.times[sends[10]] - pad.times[sends[9]] >= 0.5
+
+
+def test_pause_centres_the_pad_and_stop_ends_the_run():
+    ring, pad = FrameRing(16, SHAPE), RecordingPad()
+    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
+    controls = Controls()
+    agent = Spy(policy_agent())
+
+    def script(i):
+        if i == 5:
+            controls.toggle_pause()
+            import threading
+            threading.Timer(0.3, controls.request_stop, args=("test stop",)).start()
+
+    agent.on_act = script
+    stats = run_loop(LiveClock(capture, ring, hz=50), ring, agent, pad, stack=3, max_seconds=5, controls=controls)
+    assert stats.stopped_by == "test stop" and stats.steps == 6
+    assert pad.is_neutral
+
+
+def test_capture_errors_surface_in_the_loop():
+    class Broken(FakeScreen):
+        def grab(self):
+            if self.grabs > 3:
+                raise OSError("display went away")
+            return super().grab()
+
+    ring, pad = FrameRing(16, SHAPE), RecordingPad()
+    capture = CaptureThread(Broken.counting(SHAPE), ring, fps=100)
+    with pytest.raises(Exception, match="display went away"):
+        run_loop(LiveClock(capture, ring, hz=50), ring, Spy(policy_agent()), pad, stack=3, max_seconds=2)
+    assert pad.is_neutral
+
+
+def test_blank_stream_is_reported():
+    ring = FrameRing(16, SHAPE)
+    capture = CaptureThread(FakeScreen([np.zeros(SHAPE, np.uint8)]), ring, fps=100, blank_s=0.2).start()
+    time.sleep(0.4)
+    with pytest.raises(Exception, match="uniform"):
+        capture.check()
+    capture.stop()
