@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from explorer import config as config_mod
 from explorer.config import Config, ConfigError
@@ -36,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
     p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
+    p.add_argument("--game", action="store_true",
+                   help="real-time test bed: start the built-in game in a visible window at 35 tics/s, capture that "
+                        "window, and drive it through the pad bridge instead of a virtual pad")
 
     p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
     _common(p)
@@ -64,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as err:
         from explorer.games.vizdoom import GameError
+        from explorer.loop import NonFiniteAction, StalledCapture
         from explorer.pad import PadError
         from explorer.screen import ScreenError
-        if isinstance(err, (PadError, ScreenError, GameError)):
+        if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture)):
             print(f"explorer: {err}", file=sys.stderr)
             return 1
         raise
@@ -166,6 +173,11 @@ def _xy(game: Any) -> tuple[float, float]:
 
 def cmd_play(args: argparse.Namespace) -> int:
     extra = []
+    if args.game:
+        extra += ["game.realtime=true", "game.visible=true"]
+        if not args.window and not args.region:
+            from explorer.games.vizdoom import DoomGame
+            args.window = DoomGame.window_title
     if args.window:
         extra += ["capture.source=\"window\"", f"capture.window_title={_quote(args.window)}"]
     if args.region:
@@ -180,7 +192,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.out:
         extra.append(f"run.dir={_quote(args.out)}")
     config = load_config(args, extra)
-    summary = play(config, dry_run=args.dry_run)
+    summary = play(config, dry_run=args.dry_run, with_game=args.game)
     loop = summary["loop"]
     print(f"run directory: {summary['run_dir']}")
     print(f"{loop['steps']} ticks in {loop['seconds']:.1f} s: {loop['hz']:.1f} Hz (target {config.control.hz:g}), "
@@ -195,47 +207,95 @@ def _quote(text: str) -> str:
 
 
 def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any = None,
-         countdown_s: float | None = None) -> dict[str, Any]:
-    """Live mode: capture thread → ring → agent → pad at ``control.hz``; returns the run summary."""
+         countdown_s: float | None = None, with_game: bool = False) -> dict[str, Any]:
+    """Live mode: capture thread → ring → agent → pad at ``control.hz``; returns the run summary.
+
+    With ``with_game`` the built-in game runs in real time in a visible window
+    (the Linux test bed): that window is captured like any game's, and the pad
+    is the game's bridge unless ``pad`` or ``dry_run`` says otherwise.
+    """
     from explorer.agent import make_agent
+    from explorer.coverage import Coverage
     from explorer.loop import Controls, LiveClock, run_loop
     from explorer.pad import make_pad
     from explorer.ring import FrameRing
     from explorer.rundir import RunDir
     from explorer.safety import Hotkeys, countdown
-    from explorer.screen import CaptureThread, MssScreen
+    from explorer.screen import CaptureThread, MssScreen, focus_check
 
     _seed(config.run.seed)
-    screen = MssScreen(config.capture, config.observation)
-    ring = FrameRing(config.ring.capacity, screen.shape)
-    run = RunDir(config.run.dir, "play", config)
-    agent = make_agent(config, screen.shape, run.path)
-    agent.act(ring_warmup_obs(screen.shape, config.observation.stack))  # trace before the game starts
-    pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
-    controls = controls or Controls()
-    hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
-    if not hotkeys.available:
-        print(f"explorer: stop/pause keys off: {hotkeys.reason}; Ctrl-C stops", file=sys.stderr)
-    capture = CaptureThread(screen, ring, config.capture.fps, config.capture.blank_seconds)
-    clock = LiveClock(capture, ring, config.control.hz)
-    try:
+    game = None
+    checks: list[Any] = []
+    stack = ExitStack()
+    with stack:
+        if with_game:
+            from explorer.games import make_game
+            from explorer.games.vizdoom import DoomPad
+            game = make_game(config)
+            stack.callback(game.close)
+            checks.append(game.check)
+            _wait_for_window(config.capture.window_title if config.capture.source == "window" else "")
+            if pad is None and not dry_run:
+                pad = DoomPad(game)
+        screen = MssScreen(config.capture, config.observation)
+        ring = FrameRing(config.ring.capacity, screen.shape)
+        run = RunDir(config.run.dir, "play", config)
+        stack.callback(run.close)
+        agent = make_agent(config, screen.shape, run.path)
+        stack.callback(agent.close)
+        agent.act(ring_warmup_obs(screen.shape, config.observation.stack))  # trace before the game starts
+        pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
+        stack.callback(pad.close)
+        controls = controls or Controls()
+        hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
+        stack.callback(hotkeys.stop)
+        if not hotkeys.available:
+            print(f"explorer: stop/pause keys off: {hotkeys.reason}; Ctrl-C stops", file=sys.stderr)
+        capture = CaptureThread(screen, ring, config.capture.fps, config.capture.blank_seconds)
+        stack.callback(capture.stop)
+        clock = LiveClock(capture, ring, config.control.hz, stall_s=config.capture.stall_seconds, checks=tuple(checks))
+        focused = (focus_check(config.capture.window_title)
+                   if config.control.pause_unfocused and config.capture.source == "window" else None)
+        coverage = Coverage()
+
+        def on_step(step: int, action, metrics, tick) -> None:
+            if game is not None and step % 10 == 0:
+                coverage.add(*_xy(game))
+
         wait = config.control.countdown_s if countdown_s is None else countdown_s
         if not countdown(wait, controls):
-            pad.close()
             raise KeyboardInterrupt
+        if game is not None:
+            coverage.add(*_xy(game))
         stats = run_loop(clock, ring, agent, pad, config.observation.stack,
                          max_seconds=config.control.max_seconds or None, controls=controls,
-                         watchdog_s=config.control.watchdog_ticks / config.control.hz)
-    finally:
-        hotkeys.stop()
-        capture.stop()
-        pad.close()
-        agent.close()
-    summary = {"run_dir": str(run.path), "dry_run": dry_run, "capture_fps": capture.achieved_fps(),
-               "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time()}
-    run.write_summary(summary)
-    run.close()
+                         watchdog_s=config.control.watchdog_ticks / config.control.hz,
+                         on_step=on_step, focused=focused)
+        summary: dict[str, Any] = {
+            "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": capture.achieved_fps(),
+            "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time()}
+        if game is not None:
+            path = np.asarray(coverage.path)
+            summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.all_cells),
+                               "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
+        run.write_summary(summary)
     return summary
+
+
+def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:
+    """Wait until a window with ``title`` is on screen (a game takes a moment to open it)."""
+    if not title:
+        return
+    from explorer.screen import ScreenError, find_window
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            find_window(title)
+            return
+        except ScreenError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def ring_warmup_obs(shape: tuple[int, int, int], stack: int):

@@ -44,6 +44,7 @@ class CaptureConfig(_Section):
     window_title: str = Field("", description="substring of the window title for source=window")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
+    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when no new frame arrived for this long")
 
 
 class ObservationConfig(_Section):
@@ -81,6 +82,7 @@ class ControlConfig(_Section):
     stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra)")
     pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra)")
     max_seconds: float = Field(0.0, ge=0, description="live run length in seconds; 0 runs until stopped")
+    pause_unfocused: bool = Field(True, description="Windows: centre the sticks and stop acting while the game window is not in front")
 
 
 class GameConfig(_Section):

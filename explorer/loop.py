@@ -74,14 +74,30 @@ class GameClock:
         pass
 
 
-class LiveClock:
-    """Real time: a capture thread fills the ring; ticks come at a fixed rate."""
+class StalledCapture(RuntimeError):
+    """The capture thread stopped delivering frames."""
 
-    def __init__(self, capture: CaptureThread, ring: FrameRing, hz: float, first_frame_timeout_s: float = 5.0):
+
+class NonFiniteAction(FloatingPointError):
+    """The policy produced NaN or infinite stick values."""
+
+
+class LiveClock:
+    """Real time: a capture thread fills the ring; ticks come at a fixed rate.
+
+    Each tick also runs the health checks: the capture thread's errors, a
+    capture that delivered no frame for ``stall_s``, and any ``checks`` given
+    (the learner thread, the game engine): each raises to end the run.
+    """
+
+    def __init__(self, capture: CaptureThread, ring: FrameRing, hz: float, first_frame_timeout_s: float = 5.0,
+                 stall_s: float = 1.0, checks: tuple[Callable[[], None], ...] = ()):
         self.capture = capture
         self.ring = ring
         self.period = 1.0 / hz
         self.first_frame_timeout_s = first_frame_timeout_s
+        self.stall_s = stall_s
+        self.checks = checks
         self.missed_ticks = 0
         self._next = 0.0
 
@@ -103,8 +119,15 @@ class LiveClock:
             self.missed_ticks += missed
             self._next += missed * self.period
         self.capture.check()
+        for check in self.checks:
+            check()
         times = self.capture.grab_times
-        return Tick(times[-1] if times else time.monotonic())
+        now = time.monotonic()
+        last = times[-1] if times else now
+        if now - last > self.stall_s:
+            raise StalledCapture(f"no new frame for {now - last:.1f} s: the capture stopped delivering "
+                                 "(window closed or moved off screen, display gone?)")
+        return Tick(last)
 
     def new_episode(self) -> None:
         pass
@@ -170,7 +193,8 @@ StepHook = Callable[[int, np.ndarray, dict[str, float], Tick], None]
 def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, *,
              max_steps: int | None = None, max_seconds: float | None = None,
              controls: Controls | None = None, watchdog_s: float | None = None,
-             on_step: StepHook | None = None, on_episode: Callable[[int], None] | None = None) -> LoopStats:
+             on_step: StepHook | None = None, on_episode: Callable[[int], None] | None = None,
+             focused: Callable[[], bool] | None = None) -> LoopStats:
     """Run the loop until ``max_steps``, ``max_seconds`` or a stop request.
 
     Args:
@@ -185,6 +209,8 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
       watchdog_s: centre the pad when no action was sent for this long.
       on_step: ``on_step(step, action, metrics, tick)`` after each step.
       on_episode: ``on_episode(episodes_finished)`` after an episode ends and the next began.
+      focused: ``focused()`` is False while the game window is not in front; acting
+        pauses (sticks neutral) meanwhile.
 
     Returns:
       The run's :class:`LoopStats`.
@@ -211,7 +237,7 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
                 if controls.stop.is_set():
                     stats.stopped_by = controls.reason or "stop"
                     break
-                if controls.paused.is_set():
+                if controls.paused.is_set() or (focused is not None and not focused()):
                     if not was_paused:
                         pad.neutral()
                         was_paused = True
@@ -220,7 +246,11 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
                     controls.stop.wait(0.05)
                     continue
                 was_paused = False
-                action = clamp(agent.act(obs))
+                raw = np.asarray(agent.act(obs), np.float32)
+                if not np.all(np.isfinite(raw)):
+                    raise NonFiniteAction(f"the policy produced non-finite stick values {raw.tolist()} at step "
+                                          f"{stats.steps}: the weights have diverged; stopping with the pad neutral")
+                action = clamp(raw)
                 pad.send(action)
                 stats.latencies_s.append(time.monotonic() - obs_time)
                 if watchdog:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,6 +85,27 @@ def find_window(title: str) -> Region:
         raise ScreenError(f"{what} with {title!r} in the title; open windows: {names}. "
                           "Set capture.window_title to a part that matches exactly one.")
     return matches[0][1]
+
+
+def focus_check(title: str) -> Callable[[], bool] | None:
+    """A cheap ``focused()`` for the window whose title contains ``title`` (Windows only; None elsewhere).
+
+    The answer is refreshed at most every 0.2 s, so calling it every tick costs nothing.
+    """
+    if sys.platform != "win32" or not title:
+        return None
+    import pywinctl
+
+    state = {"t": 0.0, "ok": True}
+
+    def focused() -> bool:
+        now = time.monotonic()
+        if now - state["t"] > 0.2:
+            active = pywinctl.getActiveWindowTitle() or ""
+            state["ok"], state["t"] = title.lower() in active.lower(), now
+        return bool(state["ok"])
+
+    return focused
 
 
 def _x11_windows() -> list[tuple[str, Region]]:

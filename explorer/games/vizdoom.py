@@ -101,7 +101,44 @@ class DoomGame:
         self.episode_step = 0
         self.total_steps = 0
         self.episode_ended = False
+        self.tics = 0  # engine tics run in real-time mode
         self._frame = self._read_frame()
+        self._stop = threading.Event()
+        self._engine: threading.Thread | None = None
+        self.engine_error: BaseException | None = None
+        if config.realtime:
+            self._engine = threading.Thread(target=self._run_engine, name="vizdoom-engine", daemon=True)
+            self._engine.start()
+
+    #: part of the engine window's title, for window lookup (case-insensitive)
+    window_title = "vizdoom"
+
+    def _buttons(self) -> list[float]:
+        c, a = self.config, self.action
+        # LOOK_UP_DOWN_DELTA is positive downwards; camera y is positive upwards.
+        return [float(a[0]) * c.turn_scale, -float(a[1]) * c.look_scale,
+                float(a[2]) * c.strafe_scale, float(a[3]) * c.move_scale]
+
+    def _run_engine(self) -> None:
+        """Real-time mode: the engine runs tic after tic at its own 35 tics/s, as a game does,
+        whatever the agent is doing; each tic takes the sticks as they are now."""
+        try:
+            while not self._stop.is_set():
+                with self._lock:
+                    if self.game.is_episode_finished():
+                        self.game.new_episode()
+                        self.episode += 1
+                    self.game.set_action(self._buttons())
+                    self.game.advance_action(1)  # returns at the engine's next tic
+                    self.tics += 1
+        except BaseException as err:  # surfaced through check()
+            if not self._stop.is_set():
+                self.engine_error = err
+
+    def check(self) -> None:
+        """Raise in the caller's thread if the real-time engine thread died."""
+        if self.engine_error is not None:
+            raise GameError(f"the ViZDoom engine stopped: {type(self.engine_error).__name__}: {self.engine_error}")
 
     # Screen
     def grab(self) -> np.ndarray:
@@ -117,20 +154,22 @@ class DoomGame:
         return to_observation(state.screen_buffer, self.obs)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._engine is not None:
+            self._engine.join(timeout=2.0)
         self.game.close()
 
     # Clock
     def advance(self) -> None:
-        """Apply the current sticks for one agent step; restart the episode if it ended."""
+        """Synchronous mode: apply the current sticks for one agent step (``frame_skip`` tics).
+
+        In real-time mode the engine thread applies the sticks on its next tic; this does nothing.
+        """
         c = self.config
-        a = self.action
-        buttons = [float(a[0]) * c.turn_scale, -float(a[1]) * c.look_scale,
-                   float(a[2]) * c.strafe_scale, float(a[3]) * c.move_scale]
+        if c.realtime:
+            return
         with self._lock:
-            if self.config.realtime:
-                self.game.set_action(buttons)
-                return
-            self.game.make_action(buttons, c.frame_skip)
+            self.game.make_action(self._buttons(), c.frame_skip)
             self.episode_step += 1
             self.total_steps += 1
             self.episode_ended = self.game.is_episode_finished() or self.episode_step >= c.episode_steps
@@ -150,7 +189,8 @@ class DoomGame:
         """Where the player is (map units, degrees): for measurement only."""
         v = self.game.get_game_variable
         g = self._vzd.GameVariable
-        return Position(float(v(g.POSITION_X)), float(v(g.POSITION_Y)), float(v(g.ANGLE)))
+        with self._lock:
+            return Position(float(v(g.POSITION_X)), float(v(g.POSITION_Y)), float(v(g.ANGLE)))
 
 
 class DoomPad:
@@ -160,9 +200,7 @@ class DoomPad:
         self.game = game
 
     def send(self, action: np.ndarray) -> None:
-        self.game.action = clamp(action)
-        if self.game.config.realtime:
-            self.game.advance()
+        self.game.action = clamp(action)  # one reference swap: the engine thread never sees half an action
 
     def neutral(self) -> None:
         self.send(NEUTRAL)
