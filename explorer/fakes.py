@@ -57,32 +57,37 @@ class FakeScreen:
 class RecordingPad:
     """Records every call: ``calls`` holds ``("send", action)``, ``("neutral", None)``, ``("close", None)``.
 
-    ``state`` is what the sticks are at now (float32[4]).
+    ``state`` is what the sticks are at now (float32[4]). With ``log``, each
+    call is also appended to that text file as it happens (one line: the call
+    and the four values), so a test can read what a killed process did last.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log: str | None = None) -> None:
         self.calls: list[tuple[str, np.ndarray | None]] = []
         self.times: list[float] = []
         self.state = NEUTRAL.copy()
         self._lock = threading.Lock()
+        self._log = open(log, "a", buffering=1, encoding="utf-8") if log else None  # noqa: SIM115
+
+    def _record(self, kind: str, action: np.ndarray | None) -> None:
+        with self._lock:
+            self.calls.append((kind, action))
+            self.times.append(time.monotonic())
+            if kind != "close":
+                self.state = NEUTRAL.copy() if action is None else action
+            if self._log is not None:
+                values = " ".join(f"{v:.4f}" for v in self.state)
+                self._log.write(f"{kind} {values}\n")
 
     def send(self, action: np.ndarray) -> None:
-        a = clamp(action)
-        with self._lock:
-            self.calls.append(("send", a))
-            self.times.append(time.monotonic())
-            self.state = a
+        self._record("send", clamp(action))
 
     def neutral(self) -> None:
-        with self._lock:
-            self.calls.append(("neutral", None))
-            self.times.append(time.monotonic())
-            self.state = NEUTRAL.copy()
+        self._record("neutral", None)
 
     def close(self) -> None:
         self.neutral()
-        with self._lock:
-            self.calls.append(("close", None))
+        self._record("close", None)
 
     @property
     def sent(self) -> list[np.ndarray]:

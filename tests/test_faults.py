@@ -1,0 +1,88 @@
+"""Live safety under faults: each one leaves the pad neutral and stops the run with a clear error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from explorer.agent import RandomAgent
+from explorer.fakes import FakeScreen, RecordingPad
+from explorer.loop import LiveClock, NonFiniteAction, StalledCapture, run_loop
+from explorer.ring import FrameRing
+from explorer.screen import CaptureThread
+
+SHAPE = (16, 16, 1)
+
+
+def live(screen, pad, agent, seconds=5.0, **clock_kw):
+    ring = FrameRing(16, SHAPE)
+    clock = LiveClock(CaptureThread(screen, ring, fps=100), ring, hz=50, **clock_kw)
+    return run_loop(clock, ring, agent, pad, stack=3, max_seconds=seconds, watchdog_s=3 / 50)
+
+
+def test_stalled_capture_stops_the_run_with_the_pad_neutral():
+    release = threading.Event()
+
+    class Freezes(FakeScreen):
+        def grab(self):
+            if self.grabs >= 20:
+                release.wait(10)  # the capture hangs (a window that stopped drawing, a stuck driver)
+            return super().grab()
+
+    pad = RecordingPad()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(StalledCapture, match="no new frame"):
+            live(Freezes.counting(SHAPE), pad, RandomAgent(), stall_s=0.3)
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 3
+    assert pad.is_neutral and len(pad.sent) >= 5
+
+
+def test_nan_action_never_reaches_the_pad():
+    class Diverges(RandomAgent):
+        def act(self, obs):
+            self.n = getattr(self, "n", 0) + 1
+            return np.array([0.5, np.nan, 0.0, 0.0]) if self.n > 10 else super().act(obs)
+
+    pad = RecordingPad()
+    with pytest.raises(NonFiniteAction, match="non-finite"):
+        live(FakeScreen.counting(SHAPE), pad, Diverges())
+    assert len(pad.sent) == 10 and pad.is_neutral
+    assert all(np.all(np.isfinite(a)) for a in pad.sent)
+
+
+def test_sigterm_to_a_live_run_leaves_the_pad_neutral(tmp_path):
+    log = tmp_path / "pad.log"
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_faults import live, SHAPE
+        from explorer.agent import RandomAgent
+        from explorer.fakes import FakeScreen, RecordingPad
+
+        class Announce(RandomAgent):
+            def act(self, obs):
+                self.n = getattr(self, "n", 0) + 1
+                if self.n == 5:
+                    print("acting", flush=True)
+                return super().act(obs) * 0 + 0.8
+
+        live(FakeScreen.counting(SHAPE), RecordingPad(log={str(log)!r}), Announce(), seconds=30)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "acting"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 143
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("send 0.8000")
+    assert lines[-1] == "neutral 0.0000 0.0000 0.0000 0.0000"
