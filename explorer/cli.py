@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", choices=["random", "sticky", "policy"], help="overrides run.agent")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
 
     p = sub.add_parser("play", help="live: capture a screen region or window and drive a virtual pad")
     _common(p)
@@ -39,12 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
     p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
+    p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
     p.add_argument("--game", action="store_true",
                    help="real-time test bed: start the built-in game in a visible window at 35 tics/s, capture that "
                         "window, and drive it through the pad bridge instead of a virtual pad")
 
     p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
     _common(p)
+
+    from explorer.sessions_cli import add_parsers
+    add_parsers(sub, _common)
     return parser
 
 
@@ -62,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "doctor":
             from explorer.doctor import run_doctor
             return run_doctor(load_config(args, []))
+        if getattr(args, "handler", None) is not None:
+            return int(args.handler(args))
     except ConfigError as err:
         print(f"explorer: {err}", file=sys.stderr)
         return 2
@@ -72,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         from explorer.games.vizdoom import GameError
         from explorer.loop import NonFiniteAction, StalledCapture
         from explorer.pad import PadError
+        from explorer.record import RecorderError
         from explorer.screen import ScreenError
-        if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture)):
+        from explorer.session import SessionError
+        if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture, RecorderError, SessionError)):
             print(f"explorer: {err}", file=sys.stderr)
             return 1
         raise
@@ -92,7 +101,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.agent:
         extra.append(f"run.agent={args.agent}")
     if args.out:
-        extra.append(f'run.dir="{args.out}"')
+        extra.append(f"run.dir={_quote(args.out)}")
+    if args.record:
+        extra.append(f"record.dir={_quote(args.record)}")
     config = load_config(args, extra)
     summary = explore(config, progress=not args.no_progress)
     print(f"run directory: {summary['run_dir']}")
@@ -140,13 +151,18 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         bar.set_postfix(episode=n, cells=cells, last20=f"{coverage.recent_mean():.1f}")
 
     clock = GameClock(game, ring)
+    recorder = open_recorder(config, run.path, source="game")
     try:
         stats = run_loop(clock, ring, agent, pad, config.observation.stack, max_steps=config.run.steps,
-                         on_step=on_step, on_episode=on_episode)
+                         on_step=on_step, on_episode=on_episode, recorder=recorder)
     finally:
         bar.close()
-        agent.close()
-        game.close()
+        try:
+            if recorder is not None:
+                recorder.close()
+        finally:
+            agent.close()
+            game.close()
     if coverage.episode_cells:
         coverage.end_episode()  # the unfinished last episode counts in the picture, not in last-20 means below
         partial = coverage.per_episode.pop()
@@ -160,6 +176,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         "cells_per_episode": coverage.per_episode, "cells_in_unfinished_episode": partial,
         "cells_per_episode_last20": coverage.recent_mean(20), "distinct_cells": len(coverage.all_cells),
         "trajectory_png": str(picture), "loop": stats.summary(),
+        "session": str(recorder.recorder.path) if recorder is not None else None,
     }
     run.write_summary(summary)
     run.close()
@@ -191,6 +208,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         extra.append(f"control.max_seconds={args.seconds}")
     if args.out:
         extra.append(f"run.dir={_quote(args.out)}")
+    if args.record:
+        extra.append(f"record.dir={_quote(args.record)}")
     config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game)
     loop = summary["loop"]
@@ -257,6 +276,10 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         focused = (focus_check(config.capture.window_title)
                    if config.control.pause_unfocused and config.capture.source == "window" else None)
         coverage = Coverage()
+        recorder = open_recorder(config, run.path, source="game" if game is not None else "screen",
+                                 region=screen.region.as_mss())
+        if recorder is not None:
+            stack.callback(recorder.close)
 
         def on_step(step: int, action, metrics, tick) -> None:
             if game is not None and step % 10 == 0:
@@ -270,16 +293,28 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         stats = run_loop(clock, ring, agent, pad, config.observation.stack,
                          max_seconds=config.control.max_seconds or None, controls=controls,
                          watchdog_s=config.control.watchdog_ticks / config.control.hz,
-                         on_step=on_step, focused=focused)
+                         on_step=on_step, focused=focused, recorder=recorder)
         summary: dict[str, Any] = {
             "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": capture.achieved_fps(),
-            "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time()}
+            "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time(),
+            "session": str(recorder.recorder.path) if recorder is not None else None}
         if game is not None:
             path = np.asarray(coverage.path)
             summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.all_cells),
                                "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
         run.write_summary(summary)
     return summary
+
+
+def open_recorder(config: Config, run_path: Path, source: str, **meta: Any) -> Any:
+    """A :class:`~explorer.record.LoopRecorder` writing under ``record.dir``, or None when not recording."""
+    if not config.record.dir:
+        return None
+    from explorer.record import LoopRecorder, Recorder
+    path = Path(config.record.dir) / run_path.name
+    info = {"source": source, "run_dir": str(run_path), "config": config.to_dict(),
+            "episode_steps": config.game.episode_steps if source == "game" else 0, **meta}
+    return LoopRecorder(Recorder(path, info, chunk_frames=config.record.chunk_frames))
 
 
 def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:

@@ -123,6 +123,13 @@ class RunConfig(_Section):
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
 
 
+class RecordConfig(_Section):
+    """Recording sessions to disk (see docs/sessions.md)."""
+
+    dir: str = Field("", description="record explore/play runs as sessions under this folder; empty records nothing")
+    chunk_frames: int = Field(64, ge=1, description="frames per compressed chunk file (a crash loses at most one chunk)")
+
+
 class Config(_Section):
     """The whole configuration."""
 
@@ -134,6 +141,7 @@ class Config(_Section):
     game: GameConfig = GameConfig()
     policy: PolicyConfig = PolicyConfig()
     run: RunConfig = RunConfig()
+    record: RecordConfig = RecordConfig()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (tuples as lists), ready for TOML."""

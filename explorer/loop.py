@@ -194,7 +194,7 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
              max_steps: int | None = None, max_seconds: float | None = None,
              controls: Controls | None = None, watchdog_s: float | None = None,
              on_step: StepHook | None = None, on_episode: Callable[[int], None] | None = None,
-             focused: Callable[[], bool] | None = None) -> LoopStats:
+             focused: Callable[[], bool] | None = None, recorder: Any = None) -> LoopStats:
     """Run the loop until ``max_steps``, ``max_seconds`` or a stop request.
 
     Args:
@@ -211,6 +211,8 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
       on_episode: ``on_episode(episodes_finished)`` after an episode ends and the next began.
       focused: ``focused()`` is False while the game window is not in front; acting
         pauses (sticks neutral) meanwhile.
+      recorder: an :class:`explorer.record.LoopRecorder`; gets each episode's first
+        frame and every step (its writes happen off this thread).
 
     Returns:
       The run's :class:`LoopStats`.
@@ -226,6 +228,8 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
                 watchdog.start()
             obs = ring.latest(stack)
             obs_time = time.monotonic()
+            if recorder is not None:
+                recorder.begin(obs[-1].numpy(), obs_time)
             first = True
             was_paused = False
             while True:
@@ -259,6 +263,8 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
                 next_obs = ring.latest(stack)
                 obs_time = tick.frame_time
                 metrics = agent.observe(obs, action, next_obs, first, tick.last)
+                if recorder is not None:
+                    recorder.step(action, metrics.get("novelty"), next_obs[-1].numpy(), tick.last, tick.frame_time)
                 stats.steps += 1
                 if on_step is not None:
                     on_step(stats.steps, action, metrics, tick)
@@ -271,6 +277,8 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
                         on_episode(stats.episodes)
                     obs = ring.latest(stack)
                     obs_time = time.monotonic()
+                    if recorder is not None:
+                        recorder.begin(obs[-1].numpy(), obs_time)
                     first = True
         finally:
             if watchdog:
