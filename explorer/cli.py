@@ -121,6 +121,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     from explorer.games import make_game
     from explorer.games.vizdoom import DoomPad
     from explorer.loop import GameClock, run_loop
+    from explorer.pad import AXES
     from explorer.plots import plot_trajectory
     from explorer.ring import FrameRing
     from explorer.rundir import RunDir
@@ -138,16 +139,34 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     coverage.add(*_xy(game))
     bar = tqdm(total=config.run.steps, disable=not progress, unit="step", dynamic_ncols=True)
 
+    window: dict[str, list[float]] = {}
+    actions: list[np.ndarray] = []
+    every = config.run.log_every
+    done = [0]  # agent steps so far (the progress bar does not count when disabled)
+
     def on_step(step: int, action, metrics: dict[str, float], tick) -> None:
+        done[0] = step
         coverage.add(*_xy(game))
         bar.update(1)
-        if metrics and step % 100 == 0:
-            run.log({"step": step, **{k: float(v) for k, v in metrics.items()}})
+        actions.append(action)
+        for k, v in metrics.items():
+            window.setdefault(k, []).append(float(v))
+        if step % every == 0:
+            means = {k: float(np.mean(v)) for k, v in window.items()}
+            a = np.stack(actions)
+            stats = {f"action/mean_{axis}": float(m) for axis, m in zip(AXES, a.mean(0), strict=True)}
+            stats |= {f"action/abs_{axis}": float(m) for axis, m in zip(AXES, np.abs(a).mean(0), strict=True)}
+            stats["coverage/distinct_cells"] = len(coverage.all_cells)
+            run.log({"step": step, **means, **stats})
+            run.scalars(step, {**{f"learner/{k}": v for k, v in means.items()}, **stats})
+            window.clear()
+            actions.clear()
 
     def on_episode(n: int) -> None:
         cells = coverage.end_episode()
         coverage.add(*_xy(game))  # where the next episode starts
-        run.log({"step": bar.n, "episode": n, "cells": cells})
+        run.log({"step": done[0], "episode": n, "cells": cells})
+        run.scalars(done[0], {"coverage/cells_per_episode": cells, "coverage/last20_mean": coverage.recent_mean()})
         bar.set_postfix(episode=n, cells=cells, last20=f"{coverage.recent_mean():.1f}")
 
     clock = GameClock(game, ring)

@@ -121,6 +121,7 @@ class RunConfig(_Section):
         "policy", description="random: uniform sticks; sticky: random sticks held; policy: the CNN")
     sticky_steps: int = Field(8, ge=1, description="steps each random action is held for agent=sticky")
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
+    log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")
 
 
 class RecordConfig(_Section):
