@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from explorer import config as config_mod
-from explorer.config import Config, ConfigError
+from explorer.config import Config, ConfigError, capture_overrides, quote
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -101,9 +101,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.agent:
         extra.append(f"run.agent={args.agent}")
     if args.out:
-        extra.append(f"run.dir={_quote(args.out)}")
+        extra.append(f"run.dir={quote(args.out)}")
     if args.record:
-        extra.append(f"record.dir={_quote(args.record)}")
+        extra.append(f"record.dir={quote(args.record)}")
     config = load_config(args, extra)
     summary = explore(config, progress=not args.no_progress)
     print(f"run directory: {summary['run_dir']}")
@@ -214,21 +214,13 @@ def cmd_play(args: argparse.Namespace) -> int:
         if not args.window and not args.region:
             from explorer.games.vizdoom import DoomGame
             args.window = DoomGame.window_title
-    if args.window:
-        extra += ["capture.source=\"window\"", f"capture.window_title={_quote(args.window)}"]
-    if args.region:
-        try:
-            left, top, width, height = (int(v) for v in args.region.split(","))
-        except ValueError:
-            raise ConfigError(f"--region {args.region!r} is not L,T,W,H (four integers, pixels)") from None
-        extra += ["capture.source=\"region\"", f"capture.left={left}", f"capture.top={top}",
-                  f"capture.width={width}", f"capture.height={height}"]
+    extra += capture_overrides(args.window, args.region)
     if args.seconds is not None:
         extra.append(f"control.max_seconds={args.seconds}")
     if args.out:
-        extra.append(f"run.dir={_quote(args.out)}")
+        extra.append(f"run.dir={quote(args.out)}")
     if args.record:
-        extra.append(f"record.dir={_quote(args.record)}")
+        extra.append(f"record.dir={quote(args.record)}")
     config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game)
     loop = summary["loop"]
@@ -238,10 +230,6 @@ def cmd_play(args: argparse.Namespace) -> int:
           f"p99 {loop['latency_p99_ms']:.1f} ms, missed ticks {loop['missed_ticks']}, dropped frames {loop['dropped_frames']}; "
           f"stopped by {loop['stopped_by']}")
     return 0
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any = None,

@@ -153,6 +153,26 @@ class Config(_Section):
         return load(None, [f"{k}={_toml_literal(v)}" for k, v in overrides.items()], base=self)
 
 
+def quote(text: str) -> str:
+    """``text`` as a TOML string literal, for building ``--set`` overrides."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def capture_overrides(window: str | None, region: str | None) -> list[str]:
+    """Overrides for the ``--window TITLE`` and ``--region L,T,W,H`` command-line options."""
+    extra: list[str] = []
+    if window:
+        extra += ['capture.source="window"', f"capture.window_title={quote(window)}"]
+    if region:
+        try:
+            left, top, width, height = (int(v) for v in region.split(","))
+        except ValueError:
+            raise ConfigError(f"--region {region!r} is not L,T,W,H (four integers, pixels)") from None
+        extra += ['capture.source="region"', f"capture.left={left}", f"capture.top={top}",
+                  f"capture.width={width}", f"capture.height={height}"]
+    return extra
+
+
 def _toml_literal(value: Any) -> str:
     text = tomli_w.dumps({"v": value})
     return text.split("=", 1)[1].strip()

@@ -10,19 +10,23 @@ from typing import Any
 from explorer.config import Config, dump
 
 
+def timestamped_path(parent: str | Path, name: str) -> Path:
+    """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered when it exists already."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(parent) / f"{stamp}-{name}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(parent) / f"{stamp}-{name}-{n}"
+    return path
+
+
 class RunDir:
     """``<parent>/<timestamp>-<name>/`` with ``config.toml``, ``metrics.jsonl``, ``summary.json``
     and TensorBoard event files under ``tb/`` (``tensorboard --logdir runs``)."""
 
     def __init__(self, parent: str | Path, name: str, config: Config, path: str | Path | None = None):
-        if path is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = Path(parent) / f"{stamp}-{name}"
-            n = 1
-            while path.exists():
-                n += 1
-                path = Path(parent) / f"{stamp}-{name}-{n}"
-        self.path = Path(path)
+        self.path = Path(path) if path is not None else timestamped_path(parent, name)
         self.path.mkdir(parents=True, exist_ok=True)
         dump(config, self.path / "config.toml")
         self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())

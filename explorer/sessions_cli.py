@@ -69,25 +69,11 @@ def _load_config(args: argparse.Namespace, extra: Sequence[str] = (), config_pat
     return config_mod.load(args.config or config_path, [*args.overrides, *extra])
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 # ---------------------------------------------------------------- record
 
 def cmd_record(args: argparse.Namespace) -> int:
-    extra = []
-    if args.window:
-        extra += ['capture.source="window"', f"capture.window_title={_quote(args.window)}"]
-    if args.region:
-        from explorer.config import ConfigError
-        try:
-            left, top, width, height = (int(v) for v in args.region.split(","))
-        except ValueError:
-            raise ConfigError(f"--region {args.region!r} is not L,T,W,H (four integers, pixels)") from None
-        extra += ['capture.source="region"', f"capture.left={left}", f"capture.top={top}",
-                  f"capture.width={width}", f"capture.height={height}"]
-    config = _load_config(args, extra)
+    from explorer.config import capture_overrides
+    config = _load_config(args, capture_overrides(args.window, args.region))
     summary = record_screen(config, args.out, seconds=args.seconds, hz=args.hz, name=args.name,
                             chunk_frames=args.chunk_frames, announce=True)
     print(f"session: {summary['path']}")
@@ -98,13 +84,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def new_session_path(parent: str | Path, name: str) -> Path:
     """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = Path(parent) / f"{stamp}-{name}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = Path(parent) / f"{stamp}-{name}-{n}"
-    return path
+    from explorer.rundir import timestamped_path
+    return timestamped_path(parent, name)
 
 
 @contextmanager
@@ -593,7 +574,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"explorer: no sessions in {' '.join(args.sessions)}", file=sys.stderr)
         return 1
     sessions = open_sessions(paths)
-    extra = [f"run.dir={_quote(args.out)}"] if args.out else []
+    from explorer.config import quote
+    extra = [f"run.dir={quote(args.out)}"] if args.out else []
     checkpoint = Path(args.evaluate) if args.evaluate else None
     config = _load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
     shape = sessions[0].frame_shape
