@@ -1,0 +1,543 @@
+"""The surrogate learner: how a black-box novelty score reaches the policy's weights.
+
+Novelty is computed from frames and has no gradient to the policy (the game is
+in between). Twin critics ``Q(obs, a)`` are fitted by n-step temporal
+difference to the novelty the agent observed, with target networks; the actor
+climbs ``Q(obs, pi(obs))`` under a tape. The gradient runs loss -> Q -> a -> actor
+weights, entirely in TensorFlow. :func:`explorer.guard.check_gradients` checks
+that path when the learner is built.
+
+:class:`LearningAgent` implements the agent protocol (``act``, ``observe``,
+``close``) plus ``save``/``restore``. Observations handed to it are
+``uint8[k, H, W, C]`` (oldest first); inside, they are stacked along channels
+as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
+``first``/``last`` flags; no extra call is needed::
+
+    agent = build_agent(LearnerConfig(), NoveltyConfig(), (k, H, W, C), episode_steps=525)
+    action = agent.act(obs)                       # float32[4] in [-1, 1], noise included
+    metrics = agent.observe(obs, action, next_obs, first, last)   # {"novelty": ..., losses when it trained}
+    agent.save(run_dir / "agent"); agent.restore(run_dir / "agent")
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from explorer.guard import GradientPathError, check_gradients
+from explorer.learn_config import LearnerConfig, NoveltyConfig
+from explorer.novelty import Novelty, make_novelty
+
+ACTION_DIM = 4
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
+_EMA_RATES = np.array([0.8, 0.95], np.float32)  # recent-novelty averages in the context (~5 and ~20 steps)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss or gradient became NaN/Inf during training."""
+
+
+# ---------------------------------------------------------------- pure math
+
+def td_targets(reward: tf.Tensor, discount: tf.Tensor, next_q: tf.Tensor,
+               next_logp: tf.Tensor | None = None, alpha: tf.Tensor | float = 0.0) -> tf.Tensor:
+    """Soft TD targets ``r + discount * (Q'(s', a') - alpha * log pi(a'|s'))`` (no gradient).
+
+    Args:
+      reward: ``float32[B]``, n-step discounted novelty sums.
+      discount: ``float32[B]``, ``gamma**n``, or 0 where the episode ended.
+      next_q: ``float32[B]``, min of the target critics at the next action.
+      next_logp: ``float32[B]`` log-probability of the next action (SAC), or None (TD3).
+      alpha: entropy weight.
+    """
+    soft = next_q if next_logp is None else next_q - alpha * next_logp
+    return tf.stop_gradient(reward + discount * soft)
+
+
+def squash(mean: tf.Tensor, log_std: tf.Tensor, eps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Reparameterised squashed Gaussian: ``a = tanh(mean + std * eps)`` and ``log pi(a)`` per axis.
+
+    Returns:
+      ``a`` and the log-density of each axis (``[..., 4]``; their sum is ``log pi(a)``).
+    """
+    std = tf.exp(log_std)
+    u = mean + std * eps
+    a = tf.tanh(u)
+    logp = -0.5 * tf.square(eps) - log_std - 0.5 * np.log(2 * np.pi)
+    logp -= 2.0 * (np.log(2.0) - u - tf.nn.softplus(-2.0 * u))
+    return a, logp
+
+
+# ---------------------------------------------------------------- networks
+
+def _init(seed: int) -> keras.initializers.Initializer:
+    return keras.initializers.GlorotUniform(seed=seed)
+
+
+def build_encoder(obs_shape: tuple[int, int, int], config: LearnerConfig, seed: int, name: str) -> keras.Model:
+    """``uint8[H, W, k*C]`` -> ``float32[feature]``: strided convs, a dense layer, LayerNorm, tanh."""
+    x_in = keras.Input(obs_shape, dtype="uint8")
+    x = keras.layers.Rescaling(1.0 / 255)(x_in)
+    for i, f in enumerate(config.filters):
+        x = keras.layers.Conv2D(f, 3, strides=2, activation="relu", kernel_initializer=_init(seed + i), name=f"{name}_conv{i}")(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dense(config.feature, kernel_initializer=_init(seed + 10), name=f"{name}_dense")(x)
+    x = keras.layers.LayerNormalization(name=f"{name}_norm")(x)
+    x = keras.layers.Activation("tanh")(x)
+    return keras.Model(x_in, x, name=name)
+
+
+def build_actor(obs_shape: tuple[int, int, int], ctx_dim: int, config: LearnerConfig) -> keras.Model:
+    """Policy CNN: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh means (and log-stds for SAC)."""
+    out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
+    obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
+    ctx_in = keras.Input([ctx_dim], name="context")
+    h = build_encoder(obs_shape, config, config.seed + 100, "actor_encoder")(obs_in)
+    h = keras.layers.Concatenate()([h, ctx_in])
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
+    y = keras.layers.Dense(out, kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
+                           name="actor_out")(h)
+    return keras.Model([obs_in, ctx_in], y, name="actor")
+
+
+def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str) -> keras.Model:
+    """Twin Q heads: ``(features, action, context)`` -> ``float32[2]``."""
+    f_in = keras.Input([feature])
+    a_in = keras.Input([ACTION_DIM])
+    c_in = keras.Input([ctx_dim])
+    x = keras.layers.Concatenate()([f_in, a_in, c_in])
+    qs = []
+    for j in range(2):
+        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j))(x)
+        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j + 1))(h)
+        qs.append(keras.layers.Dense(1, kernel_initializer=_init(seed + 10 * j + 2))(h))
+    return keras.Model([f_in, a_in, c_in], keras.layers.Concatenate()(qs), name=name)
+
+
+# ---------------------------------------------------------------- replay
+
+class Replay:
+    """Transitions over a ring of single ``uint8[H, W, C]`` frames, under a memory cap.
+
+    Each frame is stored once; a transition holds the global ids of its ``k``
+    observation frames and ``k`` next-observation frames (n steps later). A
+    transition whose frames were overwritten is never sampled.
+    """
+
+    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int):
+        self.frame_shape = tuple(frame_shape)
+        self.stack = stack
+        frame_bytes = int(np.prod(frame_shape))
+        self.frame_capacity = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
+        self.capacity = self.frame_capacity
+        n = self.capacity
+        self.frames = np.zeros((self.frame_capacity, *frame_shape), np.uint8)
+        self.obs_ids = np.zeros((n, stack), np.int64)
+        self.next_ids = np.zeros((n, stack), np.int64)
+        self.action = np.zeros((n, ACTION_DIM), np.float32)
+        self.reward = np.zeros(n, np.float32)
+        self.discount = np.zeros(n, np.float32)
+        self.ctx = np.zeros((n, ctx_dim), np.float32)
+        self.next_ctx = np.zeros((n, ctx_dim), np.float32)
+        self.frames_written = 0
+        self.written = 0
+        self.rng = np.random.default_rng(seed)
+
+    def push_frame(self, frame: np.ndarray) -> int:
+        self.frames[self.frames_written % self.frame_capacity] = frame
+        self.frames_written += 1
+        return self.frames_written - 1
+
+    def add(self, obs_ids, action, reward, discount, next_ids, ctx, next_ctx) -> None:
+        i = self.written % self.capacity
+        self.obs_ids[i], self.next_ids[i] = obs_ids, next_ids
+        self.action[i], self.reward[i], self.discount[i] = action, reward, discount
+        self.ctx[i], self.next_ctx[i] = ctx, next_ctx
+        self.written += 1
+
+    def __len__(self) -> int:
+        return min(self.written, self.capacity)
+
+    def _stacked(self, ids: np.ndarray) -> np.ndarray:
+        f = self.frames[ids % self.frame_capacity]  # [B, k, H, W, C]
+        b, k, h, w, c = f.shape
+        return f.transpose(0, 2, 3, 1, 4).reshape(b, h, w, k * c)
+
+    def sample(self, batch: int) -> dict[str, np.ndarray]:
+        oldest = self.frames_written - self.frame_capacity
+        idx = self.rng.integers(0, len(self), size=batch)
+        stale = self.obs_ids[idx, 0] < oldest
+        while stale.any():
+            idx[stale] = self.rng.integers(0, len(self), size=int(stale.sum()))
+            stale = self.obs_ids[idx, 0] < oldest
+        return {"obs": self._stacked(self.obs_ids[idx]), "action": self.action[idx], "reward": self.reward[idx],
+                "discount": self.discount[idx], "next_obs": self._stacked(self.next_ids[idx]),
+                "ctx": self.ctx[idx], "next_ctx": self.next_ctx[idx]}
+
+    def state(self) -> dict[str, np.ndarray]:
+        n = len(self)
+        return {"frames": self.frames[: min(self.frames_written, self.frame_capacity)], "obs_ids": self.obs_ids[:n],
+                "next_ids": self.next_ids[:n], "action": self.action[:n], "reward": self.reward[:n],
+                "discount": self.discount[:n], "ctx": self.ctx[:n], "next_ctx": self.next_ctx[:n],
+                "counters": np.array([self.frames_written, self.written], np.int64)}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        self.frames_written, self.written = (int(x) for x in state["counters"])
+        self.frames[: len(state["frames"])] = state["frames"]
+        n = len(state["obs_ids"])
+        for key in ("obs_ids", "next_ids", "action", "reward", "discount", "ctx", "next_ctx"):
+            getattr(self, key)[:n] = state[key]
+
+
+# ---------------------------------------------------------------- learner
+
+class Learner:
+    """Twin critics with targets, an actor, (SAC) an entropy weight, and the compiled train step."""
+
+    def __init__(self, config: LearnerConfig, novelty: Novelty, obs_shape: tuple[int, int, int], ctx_dim: int):
+        self.config = config
+        self.novelty = novelty
+        self.obs_shape = tuple(obs_shape)
+        self.ctx_dim = ctx_dim
+        self.actor = build_actor(self.obs_shape, ctx_dim, config)
+        self.encoder = build_encoder(self.obs_shape, config, config.seed + 200, "critic_encoder")
+        self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads")
+        self.target_encoder = build_encoder(self.obs_shape, config, config.seed + 200, "target_encoder")
+        self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads")
+        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
+            for s, d in zip(src.weights, dst.weights, strict=True):
+                d.assign(s)
+        # One entropy weight per axis: otherwise SAC can park all its entropy in an axis
+        # that does nothing (camera y with look_scale 0) and act deterministically on the rest.
+        self.log_alpha = tf.Variable(np.full(ACTION_DIM, np.log(config.init_alpha)), dtype=tf.float32, name="log_alpha")
+        self.actor_opt = keras.optimizers.Adam(config.actor_lr)
+        self.critic_opt = keras.optimizers.Adam(config.critic_lr)
+        self.alpha_opt = keras.optimizers.Adam(config.alpha_lr)
+        self.critic_vars = self.encoder.trainable_variables + self.heads.trainable_variables
+        self.actor_opt.build(self.actor.trainable_variables)
+        self.critic_opt.build(self.critic_vars)
+        self.alpha_opt.build([self.log_alpha])
+        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        self.rng = tf.random.Generator.from_seed(config.seed + 1)
+        b = config.batch_size
+        spec = {"obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "action": tf.TensorSpec([b, ACTION_DIM], tf.float32),
+                "reward": tf.TensorSpec([b], tf.float32), "discount": tf.TensorSpec([b], tf.float32),
+                "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
+                "next_ctx": tf.TensorSpec([b, ctx_dim], tf.float32)}
+        act_spec = [tf.TensorSpec([1, *self.obs_shape], tf.uint8), tf.TensorSpec([1, ctx_dim], tf.float32)]
+        if config.eager:
+            self._step, self._critic_only, self._policy = self._train_step, self._critic_step, self._policy_out
+        else:
+            self._step = tf.function(lambda batch: self._train_step(batch), input_signature=[spec])
+            self._critic_only = tf.function(lambda batch: self._critic_step(batch), input_signature=[spec])
+            self._policy = tf.function(self._policy_out, input_signature=act_spec)
+        self._spec = spec
+        self.check_path()
+        self.warm_up()
+
+    # -- pieces used by the step and by the guard
+    def alpha(self) -> tf.Tensor:
+        return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
+
+    def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Pre-tanh mean and log-std (TD3: log-std is a dummy zero)."""
+        y = self.actor([obs, ctx], training=False)
+        if self.config.algo == "sac":
+            mean, log_std = tf.split(y, 2, axis=-1)
+            return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        return y, tf.zeros_like(y)
+
+    def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Action in [-1, 1], its per-axis log-prob ``[B, 4]`` (SAC; zeros for TD3) and the pre-tanh mean."""
+        y = self.actor([obs, ctx], training=training)
+        if self.config.algo == "sac":
+            mean, log_std = tf.split(y, 2, axis=-1)
+            log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+            a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
+            return a, logp, mean
+        return tf.tanh(y), tf.zeros_like(y), y
+
+    def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
+        a, logp, mean = self._sample(obs, ctx, training=True)
+        q = tf.reduce_min(self.heads([tf.stop_gradient(features), a, ctx], training=False), axis=-1)
+        penalty = self.config.preact_penalty * tf.reduce_mean(tf.square(mean))
+        loss = tf.reduce_mean(tf.reduce_sum(tf.stop_gradient(self.alpha()) * logp, -1) - q) + penalty
+        return loss, {"actor_loss": loss, "q": tf.reduce_mean(q), "logp": tf.reduce_mean(tf.reduce_sum(logp, -1)),
+                      "logp_axes": tf.reduce_mean(logp, 0), "abs_mean": tf.reduce_mean(tf.abs(mean))}
+
+    def critic_loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+        c = self.config
+        next_obs, next_ctx = batch["next_obs"], batch["next_ctx"]
+        if c.algo == "sac":
+            next_a, next_logp_axes, _ = self._sample(next_obs, next_ctx, training=False)
+            next_logp = tf.reduce_sum(self.alpha() * next_logp_axes, -1)
+        else:
+            y = self.actor([next_obs, next_ctx], training=False)
+            noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
+            next_a, next_logp = tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0), None
+        next_q = tf.reduce_min(self.target_heads([self.target_encoder(next_obs, training=False), next_a, next_ctx],
+                                                 training=False), axis=-1)
+        y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
+        features = self.encoder(batch["obs"], training=True)
+        q = self.heads([features, batch["action"], batch["ctx"]], training=True)
+        loss = tf.reduce_mean(tf.square(q - y[:, None]))
+        return loss, features, {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
+
+    @staticmethod
+    def _apply(opt: keras.optimizers.Optimizer, tape: tf.GradientTape, loss: tf.Tensor, variables: list,
+               clip: float, name: str) -> tf.Tensor:
+        checked = tf.debugging.check_numerics(loss, f"{name} loss is NaN/Inf")
+        grads = tape.gradient(loss, variables)
+        with tf.control_dependencies([checked]):
+            grads, norm = tf.clip_by_global_norm(grads, clip)
+            norm = tf.debugging.check_numerics(norm, f"{name} gradient norm is NaN/Inf")
+        with tf.control_dependencies([norm]):
+            opt.apply_gradients(zip(grads, variables, strict=True))
+        return norm
+
+    def _critic_step(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            loss, features, metrics = self.critic_loss(batch)
+        metrics["critic_grad_norm"] = self._apply(self.critic_opt, tape, loss, self.critic_vars, self.config.clip_norm, "critic")
+        metrics.update(self.novelty.train(batch["obs"], batch["action"], batch["next_obs"]))
+        tau = self.config.tau
+        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
+            for s, d in zip(src.trainable_variables, dst.trainable_variables, strict=True):
+                d.assign(tau * s + (1.0 - tau) * d)
+        self.updates.assign_add(1)
+        return features, metrics
+
+    def _train_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        features, metrics = self._critic_step(batch)
+        with tf.GradientTape() as tape:
+            loss, actor_metrics = self.actor_loss(batch["obs"], batch["ctx"], features)
+        logp_axes = actor_metrics.pop("logp_axes")
+        metrics.update(actor_metrics)
+        metrics["actor_grad_norm"] = self._apply(self.actor_opt, tape, loss, self.actor.trainable_variables,
+                                                 self.config.clip_norm, "actor")
+        if self.config.algo == "sac":
+            target = self.config.target_entropy / ACTION_DIM
+            with tf.GradientTape() as tape:
+                alpha_loss = -tf.reduce_sum(self.log_alpha * tf.stop_gradient(logp_axes + target))
+            self._apply(self.alpha_opt, tape, alpha_loss, [self.log_alpha], self.config.clip_norm, "alpha")
+            metrics["alpha"] = tf.reduce_mean(self.alpha())
+        return metrics
+
+    def train(self, batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
+        """One update (critics, actor unless TD3 delays it, entropy weight, novelty model, targets)."""
+        tensors = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
+        try:
+            if self.config.algo == "td3" and int(self.updates.numpy()) % self.config.td3_policy_delay:
+                return self._critic_only(tensors)[1]
+            return self._step(tensors)
+        except tf.errors.InvalidArgumentError as err:
+            if "NaN/Inf" in str(err):
+                raise NonFiniteLossError(f"training diverged after {int(self.updates.numpy())} updates: "
+                                         f"{err.message.splitlines()[0]}") from err
+            raise
+
+    def policy(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        mean, log_std = self._policy(obs, ctx)
+        return mean.numpy()[0], log_std.numpy()[0]
+
+    def dummy_batch(self, seed: int = 0) -> dict[str, tf.Tensor]:
+        rng = np.random.default_rng(seed)
+        out = {}
+        for k, s in self._spec.items():
+            shape = s.shape.as_list()
+            out[k] = tf.constant(rng.integers(0, 256, shape, dtype=np.uint8) if s.dtype == tf.uint8
+                                 else rng.uniform(0, 1, shape).astype(np.float32))
+        return out
+
+    def check_path(self) -> None:
+        """Refuse to start when an actor or critic weight gets no usable gradient (see :mod:`explorer.guard`)."""
+        batch = self.dummy_batch()
+        features = self.encoder(batch["obs"], training=False)
+        report = check_gradients(lambda: self.actor_loss(batch["obs"], batch["ctx"], features)[0],
+                                 self.actor.trainable_variables)
+        if not report.ok:
+            raise GradientPathError(f"actor loss -> policy weights:\n{report}")
+        report = check_gradients(lambda: self.critic_loss(batch)[0], self.critic_vars)
+        if not report.ok:
+            raise GradientPathError(f"critic loss -> critic weights:\n{report}")
+
+    def warm_up(self) -> None:
+        """Trace every compiled function now, so nothing traces while the game runs."""
+        if self.config.eager:
+            return
+        self._step.get_concrete_function()
+        self._critic_only.get_concrete_function()
+        self._policy.get_concrete_function()
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {"actor": self.actor, "encoder": self.encoder, "heads": self.heads, "target_encoder": self.target_encoder,
+                "target_heads": self.target_heads, "log_alpha": self.log_alpha, "actor_opt": self.actor_opt,
+                "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt, "updates": self.updates, "rng": self.rng,
+                "novelty": tf.train.Checkpoint(**self.novelty.checkpoint_items())}
+
+
+# ---------------------------------------------------------------- agent
+
+class LearningAgent:
+    """The exploring agent: acts with the actor plus time-correlated noise, learns on-line from novelty.
+
+    Args:
+      learner_config: :class:`LearnerConfig`.
+      novelty_config: :class:`NoveltyConfig`.
+      obs_shape: ``(k, H, W, C)`` of the observations handed to :meth:`act`.
+      episode_steps: agent steps per episode (the step fraction is a context input); 0 if unknown.
+    """
+
+    def __init__(self, learner_config: LearnerConfig, novelty_config: NoveltyConfig,
+                 obs_shape: tuple[int, int, int, int], episode_steps: int = 0):
+        k, h, w, c = (int(s) for s in obs_shape)
+        self.config = learner_config
+        self.stack, self.frame_shape = k, (h, w, c)
+        self.episode_steps = int(episode_steps)
+        self.ctx_dim = ACTION_DIM + 3 if learner_config.context else 1
+        stacked = (h, w, k * c)
+        self.novelty = make_novelty(novelty_config, self.frame_shape, k)
+        self.learner = Learner(learner_config, self.novelty, stacked, self.ctx_dim)
+        self.replay = Replay(self.frame_shape, k, self.ctx_dim, learner_config.replay_mb, learner_config.seed)
+        self.rng = np.random.default_rng(learner_config.seed + 2)
+        self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
+        self.steps = 0
+        self.episode_step = 0
+        self.prev_action = np.zeros(ACTION_DIM, np.float32)
+        self.new_episode = True
+        self.pending: deque[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = deque()
+        self.obs_ids: np.ndarray | None = None
+        self.update_time = 0.0
+        self.last_reward = 0.0
+        self.novelty_ema = np.ones(2, np.float32)
+
+    # -- protocol
+    def context(self, prev_action: np.ndarray, episode_step: int) -> np.ndarray:
+        """What the agent knows beyond its frames: previous action, episode-step fraction, recent novelty.
+
+        The novelty averages (over ~5 and ~20 steps) tell a feed-forward critic
+        whether the episode has lately been going somewhere new.
+        """
+        if not self.config.context:
+            return np.zeros(1, np.float32)
+        frac = episode_step / self.episode_steps if self.episode_steps else 0.0
+        return np.concatenate([prev_action, [frac], self.novelty_ema]).astype(np.float32)
+
+    def _stack(self, obs: Any) -> np.ndarray:
+        o = np.asarray(obs, np.uint8)  # [k, H, W, C]
+        k, h, w, c = o.shape
+        return o.transpose(1, 2, 0, 3).reshape(h, w, k * c)
+
+    def act(self, obs: Any) -> np.ndarray:
+        """``uint8[k, H, W, C]`` -> ``float32[4]`` in [-1, 1], exploration noise included."""
+        if self.new_episode:
+            self.prev_action = np.zeros(ACTION_DIM, np.float32)
+            self.episode_step = 0
+            self.novelty_ema = np.ones(2, np.float32)
+        c = self.config
+        rho = c.noise_rho
+        self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
+        if self.steps < c.warmup_steps:
+            return np.clip(self.noise, -1.0, 1.0).astype(np.float32)
+        ctx = self.context(self.prev_action, self.episode_step)
+        mean, log_std = self.learner.policy(tf.constant(self._stack(obs)[None]), tf.constant(ctx[None]))
+        if c.algo == "sac":
+            a = np.tanh(mean + np.exp(log_std) * self.noise)
+        else:
+            a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+        return a.astype(np.float32)
+
+    def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:
+        """Record one transition, compute its novelty, and train every ``update_every`` steps."""
+        c = self.config
+        action = np.asarray(action, np.float32)
+        obs_s, next_s = self._stack(obs), self._stack(next_obs)
+        if first or self.obs_ids is None:
+            self.episode_step = 0
+            self.prev_action = np.zeros(ACTION_DIM, np.float32)
+            self.novelty_ema = np.ones(2, np.float32)
+            self.pending.clear()
+            self.novelty.reset(tf.constant(obs_s))
+            self.obs_ids = np.array([self.replay.push_frame(f) for f in np.asarray(obs, np.uint8)])
+        reward = float(self.novelty.reward(tf.constant(obs_s), tf.constant(action), tf.constant(next_s)))
+        self.last_reward = reward
+        new_id = self.replay.push_frame(np.asarray(next_obs, np.uint8)[-1])
+        next_ids = np.append(self.obs_ids[1:], new_id)
+        ctx = self.context(self.prev_action, self.episode_step)
+        self.novelty_ema = (_EMA_RATES * self.novelty_ema + (1 - _EMA_RATES) * reward).astype(np.float32)
+        next_ctx = self.context(action, self.episode_step + 1)
+        self.pending.append((self.obs_ids, action, reward, ctx))
+        if len(self.pending) == c.n_step or last:
+            while self.pending:
+                ids, a, _, cx = self.pending[0]
+                ret = sum(c.gamma**i * p[2] for i, p in enumerate(self.pending))
+                disc = 0.0 if last else c.gamma ** len(self.pending)
+                self.replay.add(ids, a, ret, disc, next_ids, cx, next_ctx)
+                self.pending.popleft()
+                if not last:
+                    break
+        self.obs_ids = next_ids
+        self.prev_action = action
+        self.episode_step += 1
+        self.steps += 1
+        self.new_episode = bool(last)
+        if last:
+            self.obs_ids = None
+        metrics: dict[str, float] = {"novelty": reward}
+        if self.steps >= c.warmup_steps and len(self.replay) >= c.batch_size and self.steps % c.update_every == 0:
+            t0 = time.perf_counter()
+            out = self.learner.train(self.replay.sample(c.batch_size))
+            metrics.update({k: float(v) for k, v in out.items()})
+            self.update_time += time.perf_counter() - t0
+        return metrics
+
+    def close(self) -> None:
+        self.pending.clear()
+
+    # -- checkpoints
+    def save(self, directory: str | Path) -> Path:
+        """Weights, optimisers, normalisers, counters, RNG states and the replay, into ``directory``."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        tf.train.Checkpoint(**self.learner.checkpoint_items()).write(str(d / "learner"))
+        np.savez(d / "replay.npz", **self.replay.state())
+        state = {"steps": self.steps, "episode_step": self.episode_step, "prev_action": self.prev_action.tolist(),
+                 "new_episode": self.new_episode, "noise": self.noise.tolist(),
+                 "rng": self.rng.bit_generator.state, "replay_rng": self.replay.rng.bit_generator.state,
+                 "obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
+                 "novelty_ema": self.novelty_ema.tolist(),
+                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist()) for p in self.pending]}
+        (d / "agent.json").write_text(json.dumps(state))
+        return d
+
+    def restore(self, directory: str | Path) -> None:
+        """Load what :meth:`save` wrote (the agent must be built with the same configs and shapes)."""
+        d = Path(directory)
+        tf.train.Checkpoint(**self.learner.checkpoint_items()).read(str(d / "learner")).assert_existing_objects_matched()
+        with np.load(d / "replay.npz") as z:
+            self.replay.load(dict(z))
+        s = json.loads((d / "agent.json").read_text())
+        self.steps, self.episode_step, self.new_episode = s["steps"], s["episode_step"], s["new_episode"]
+        self.prev_action = np.array(s["prev_action"], np.float32)
+        self.noise = np.array(s["noise"], np.float32)
+        self.novelty_ema = np.array(s["novelty_ema"], np.float32)
+        self.rng.bit_generator.state = s["rng"]
+        self.replay.rng.bit_generator.state = s["replay_rng"]
+        self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)
+        self.pending = deque((np.array(i, np.int64), np.array(a, np.float32), r, np.array(cx, np.float32))
+                             for i, a, r, cx in s["pending"])
+
+
+def build_agent(learner_config: LearnerConfig, novelty_config: NoveltyConfig,
+                obs_shape: tuple[int, int, int, int], episode_steps: int = 0) -> LearningAgent:
+    """The learning agent for observations ``uint8[k, H, W, C]`` (see :class:`LearningAgent`)."""
+    return LearningAgent(learner_config, novelty_config, obs_shape, episode_steps)

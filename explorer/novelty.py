@@ -1,0 +1,347 @@
+"""Novelty signals: how new a frame is, computed in TensorFlow from frames.
+
+Every signal has one interface, :class:`Novelty`. Observations are stacked
+frames ``uint8[H, W, k*C]`` (oldest first along channels); the signal looks at
+the newest frame ``obs[..., -C:]``. ``reward()`` is called once per agent step,
+in order, and may update episode memory and running normalisers; ``train()``
+fits a learned model on a replay batch (a no-op for fixed signals). No signal
+needs a gradient to the policy: the learner's critics carry that.
+
+The math lives in pure functions (:func:`knn_distance`, :func:`pixel_difference`,
+:func:`ema_update`) with hand-computed tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from explorer.learn_config import NoveltyConfig
+
+_EPS = 1e-8
+
+
+# ---------------------------------------------------------------- pure math
+
+def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, exclude: int = 0) -> tf.Tensor:
+    """Mean Euclidean distance from ``query`` to its ``k`` nearest rows of memory.
+
+    Args:
+      query: ``float32[D]``.
+      memory: ``float32[N, D]``, a ring: row ``i % N`` holds the ``i``-th entry written.
+      count: scalar int, entries ever written; only the last ``min(count, N)`` exist.
+      k: neighbours averaged; fewer are used while fewer are valid.
+      exclude: the newest ``exclude`` entries are ignored, so that the distance
+        measures "far from what was seen before", not "far from a moment ago".
+
+    Returns:
+      ``float32`` scalar; -1 when no entry is valid.
+    """
+    size = tf.shape(memory)[0]
+    count = tf.cast(count, tf.int32)
+    slots = tf.range(size)
+    # global index of the entry in each slot (the newest write at or before count - 1)
+    age = tf.math.floormod(count - 1 - slots, size)  # 0 = newest
+    valid = (slots < count) & (age >= exclude)
+    d = tf.sqrt(tf.reduce_sum(tf.square(memory - query[None, :]), axis=1) + _EPS)
+    d = tf.where(valid, d, tf.fill(tf.shape(d), float("inf")))
+    n = tf.reduce_sum(tf.cast(valid, tf.int32))
+    kk = tf.minimum(k, n)
+    nearest = -tf.math.top_k(-d, k=kk).values
+    return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest), lambda: tf.constant(-1.0))
+
+
+def pixel_difference(frame: tf.Tensor, recent: tf.Tensor) -> tf.Tensor:
+    """Mean absolute pixel difference of ``frame`` to each recent frame, averaged, in [0, 1].
+
+    Args:
+      frame: ``uint8[H, W, C]``.
+      recent: ``uint8[W', H, W, C]``, ``W' >= 1`` frames.
+    """
+    f = tf.cast(frame, tf.float32)[None]
+    r = tf.cast(recent, tf.float32)
+    return tf.reduce_mean(tf.abs(f - r)) / 255.0
+
+
+def ema_update(mean: tf.Tensor, var: tf.Tensor, x: tf.Tensor, decay: float, first: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """One step of an exponential running mean and variance; ``first`` starts them at ``x`` (and 0)."""
+    new_mean = decay * mean + (1.0 - decay) * x
+    new_var = decay * var + (1.0 - decay) * tf.square(x - mean)
+    return (tf.where(first, x, new_mean), tf.where(first, tf.zeros_like(var), new_var))
+
+
+# ---------------------------------------------------------------- networks
+
+def random_cnn(frame_shape: tuple[int, int, int], seed: int, out: int | None, pooled: bool, name: str) -> keras.Model:
+    """A small CNN on one ``uint8[H, W, C]`` frame (scaled to [0, 1]).
+
+    ``pooled`` averages the last feature map over image columns, so a horizontal
+    shift of the picture (turning in place) moves the features little; otherwise
+    the map is flattened and projected to ``out`` features.
+    """
+    init = keras.initializers.Orthogonal(gain=1.4, seed=seed)
+    x_in = keras.Input(frame_shape, dtype="uint8")
+    x = keras.layers.Rescaling(1.0 / 255)(x_in)
+    for i, f in enumerate((16, 32)):
+        x = keras.layers.Conv2D(f, 3, strides=2, activation="relu", kernel_initializer=init, name=f"{name}_conv{i}")(x)
+    if pooled:
+        x = keras.layers.Flatten()(keras.layers.Lambda(lambda t: tf.reduce_mean(t, axis=2), name=f"{name}_colmean")(x))
+    else:
+        x = keras.layers.Flatten()(x)
+        x = keras.layers.Dense(out or 64, kernel_initializer=keras.initializers.Orthogonal(seed=seed + 1), name=f"{name}_proj")(x)
+    return keras.Model(x_in, x, name=name)
+
+
+# ---------------------------------------------------------------- signals
+
+class Novelty:
+    """A novelty signal. Subclasses set ``name`` and override ``_raw`` (and ``train``)."""
+
+    name = "base"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+        self.config = config
+        self.frame_shape = tuple(int(s) for s in frame_shape)
+        self.channels = self.frame_shape[-1]
+        self.stack = stack
+        obs_shape = (*self.frame_shape[:2], self.channels * stack)
+        self.mean = tf.Variable(1.0, trainable=False, name="novelty_mean")
+        self.var = tf.Variable(0.0, trainable=False, name="novelty_var")
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="novelty_steps")
+        sig = [tf.TensorSpec(obs_shape, tf.uint8), tf.TensorSpec([4], tf.float32), tf.TensorSpec(obs_shape, tf.uint8)]
+        self._reward_fn = tf.function(self._reward, input_signature=sig, reduce_retracing=True)
+        self._reset_fn = tf.function(self._reset, input_signature=[tf.TensorSpec(obs_shape, tf.uint8)])
+
+    def newest(self, obs: tf.Tensor) -> tf.Tensor:
+        """The newest frame of stacked observations (``[..., H, W, k*C]`` -> ``[..., H, W, C]``)."""
+        return obs[..., -self.channels:]
+
+    def reset(self, obs: tf.Tensor) -> None:
+        """A new episode starts at ``obs`` (``uint8[H, W, k*C]``)."""
+        self._reset_fn(obs)
+
+    def reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        """Normalised novelty of ``next_obs`` (float32 scalar); updates memory and normalisers."""
+        return self._reward_fn(obs, action, next_obs)
+
+    def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Fit the signal's learned model on a batch (called inside the learner's compiled step)."""
+        return {}
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {"mean": self.mean, "var": self.var, "steps": self.steps}
+
+    def _reset(self, obs: tf.Tensor) -> None:
+        pass
+
+    def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        raise NotImplementedError
+
+    def _normalise(self, raw: tf.Tensor) -> tf.Tensor:
+        # Scale by the running mean, so a reward of 1 is "as new as usual".
+        first = tf.equal(self.steps, 0)
+        mean, var = ema_update(self.mean, self.var, raw, self.config.norm_decay, first)
+        self.mean.assign(mean)
+        self.var.assign(var)
+        self.steps.assign_add(1)
+        return raw / (mean + _EPS)
+
+    def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        return self._normalise(self._raw(obs, action, next_obs))
+
+
+class EpisodicNovelty(Novelty):
+    """Never-Give-Up style: kNN distance of the new embedding to this episode's embeddings."""
+
+    name = "episodic"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+        self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim,
+                                pooled=config.embedding == "pooled", name="episodic_embed")
+        self.temporal = config.embedding == "temporal"
+        if self.temporal:
+            self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        dim = int(self.embed.output_shape[-1])
+        self.memory = tf.Variable(tf.zeros([config.episode_capacity, dim]), trainable=False, name="episodic_memory")
+        self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="episodic_count")
+        self.inverse: keras.Model | None = None
+        if config.embedding == "inverse":
+            self.inverse = keras.Sequential([
+                keras.Input([2 * dim]),
+                keras.layers.Dense(128, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 2)),
+                keras.layers.Dense(4, activation="tanh", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 3)),
+            ], name="inverse_head")
+            self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        super().__init__(config, frame_shape, stack)
+
+    def _embed(self, frame: tf.Tensor) -> tf.Tensor:
+        e = self.embed(frame[None], training=False)[0]
+        return tf.math.l2_normalize(e) if self.temporal else e
+
+    def _add(self, e: tf.Tensor) -> None:
+        slot = tf.cast(self.count % self.config.episode_capacity, tf.int32)
+        self.memory.scatter_nd_update([[slot]], e[None])
+        self.count.assign_add(1)
+
+    def _reset(self, obs: tf.Tensor) -> None:
+        self.count.assign(0)
+        self._add(self._embed(self.newest(obs)))
+
+    def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        e = self._embed(self.newest(next_obs))
+        d = knn_distance(e, self.memory, self.count, self.config.knn, self.config.exclude_recent)
+        self._add(e)
+        return d
+
+    def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        raw = self._raw(obs, action, next_obs)
+        # Early in an episode nothing is old enough to compare with: "as new as usual".
+        return tf.cond(raw < 0, lambda: tf.constant(1.0), lambda: self._normalise(raw))
+
+    def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        if self.temporal:
+            return self._train_temporal(obs, next_obs)
+        if self.inverse is None:
+            return {}
+        variables = self.embed.trainable_variables + self.inverse.trainable_variables
+        with tf.GradientTape() as tape:
+            e0 = self.embed(self.newest(obs), training=True)
+            e1 = self.embed(self.newest(next_obs), training=True)
+            pred = self.inverse(tf.concat([e0, e1], -1), training=True)
+            loss = tf.reduce_mean(tf.square(pred - action))
+        grads = tape.gradient(loss, variables)
+        grads, _ = tf.clip_by_global_norm(grads, 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"inverse_loss": loss}
+
+    def _train_temporal(self, obs: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        # Frames a few steps apart (obs and its n-step successor) are pulled together, other frames
+        # of the batch pushed apart (InfoNCE): the embedding learns "reachable in a few steps",
+        # so turning in place stays close while walking somewhere else moves away
+        # (in the spirit of Savinov et al., Episodic Curiosity through Reachability, 2019).
+        variables = self.embed.trainable_variables
+        with tf.GradientTape() as tape:
+            a = tf.math.l2_normalize(self.embed(self.newest(obs), training=True), axis=-1)
+            b = tf.math.l2_normalize(self.embed(self.newest(next_obs), training=True), axis=-1)
+            logits = tf.matmul(a, b, transpose_b=True) / 0.1
+            labels = tf.range(tf.shape(a)[0])
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"temporal_loss": loss}
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed}
+        if self.temporal:
+            items.update(optimizer=self.optimizer)
+        if self.inverse is not None:
+            items.update(inverse=self.inverse, optimizer=self.optimizer)
+        return items
+
+
+class PixelNovelty(Novelty):
+    """The naive baseline: mean abs pixel difference of the new frame to the last frames."""
+
+    name = "pixel"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+        self.recent = tf.Variable(tf.zeros([config.pixel_window, *frame_shape], tf.uint8), trainable=False, name="pixel_recent")
+        self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="pixel_count")
+        super().__init__(config, frame_shape, stack)
+
+    def _push(self, frame: tf.Tensor) -> None:
+        slot = tf.cast(self.count % self.config.pixel_window, tf.int32)
+        self.recent.scatter_nd_update([[slot]], frame[None])
+        self.count.assign_add(1)
+
+    def _reset(self, obs: tf.Tensor) -> None:
+        self.count.assign(0)
+        self._push(self.newest(obs))
+
+    def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        frame = self.newest(next_obs)
+        n = tf.minimum(tf.cast(self.count, tf.int32), self.config.pixel_window)
+        d = pixel_difference(frame, self.recent[:n])
+        self._push(frame)
+        return d
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {**super().checkpoint_items(), "recent": self.recent, "count": self.count}
+
+
+class RNDNovelty(Novelty):
+    """Random network distillation: error of a trained predictor against a fixed random net."""
+
+    name = "rnd"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+        self.target = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled=False, name="rnd_target")
+        self.predictor = random_cnn(tuple(frame_shape), config.seed + 7, config.embed_dim, pooled=False, name="rnd_predictor")
+        self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        super().__init__(config, frame_shape, stack)
+
+    def _error(self, frames: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
+                                        - tf.stop_gradient(self.target(frames, training=False))), axis=-1)
+
+    def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        return self._error(self.newest(next_obs)[None])[0]
+
+    def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        variables = self.predictor.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self._error(self.newest(next_obs)))
+        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"rnd_loss": loss}
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {**super().checkpoint_items(), "target": self.target, "predictor": self.predictor, "optimizer": self.optimizer}
+
+
+class ForwardNovelty(Novelty):
+    """Forward-model error: predict the next frame's fixed random features from this frame's and the action."""
+
+    name = "forward"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+        self.features = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled=False, name="forward_features")
+        d = config.embed_dim
+        self.model = keras.Sequential([
+            keras.Input([d + 4]),
+            keras.layers.Dense(256, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 4)),
+            keras.layers.Dense(d, kernel_initializer=keras.initializers.GlorotUniform(config.seed + 5)),
+        ], name="forward_model")
+        self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        super().__init__(config, frame_shape, stack)
+
+    def _error(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        f0 = self.features(self.newest(obs), training=False)
+        f1 = tf.stop_gradient(self.features(self.newest(next_obs), training=False))
+        pred = self.model(tf.concat([tf.stop_gradient(f0), action], -1), training=True)
+        return tf.reduce_mean(tf.square(pred - f1), axis=-1)
+
+    def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        return self._error(obs[None], action[None], next_obs[None])[0]
+
+    def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self._error(obs, action, next_obs))
+        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"forward_loss": loss}
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {**super().checkpoint_items(), "model": self.model, "optimizer": self.optimizer}
+
+
+SIGNALS: dict[str, type[Novelty]] = {
+    "episodic": EpisodicNovelty, "pixel": PixelNovelty, "rnd": RNDNovelty, "forward": ForwardNovelty}
+
+
+def make_novelty(config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int) -> Novelty:
+    """The signal ``config.signal`` for frames ``uint8[H, W, C]`` stacked ``stack`` deep."""
+    return SIGNALS[config.signal](config, frame_shape, stack)

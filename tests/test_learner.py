@@ -1,0 +1,149 @@
+"""The surrogate learner: TD targets by hand, the gradient path, learning on a tiny game, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from explorer.guard import GradientPathError, check_gradients
+from explorer.learn_config import LearnerConfig, NoveltyConfig
+from explorer.learner import Learner, NonFiniteLossError, build_agent, squash, td_targets
+
+SHAPE = (2, 16, 16, 1)  # k, H, W, C
+SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=100, update_every=1,
+             replay_mb=8.0, seed=3)
+
+
+class WalkGame:
+    """A tiny game whose picture changes only while walk y is pushed forward (> 0.2)."""
+
+    def __init__(self, episode_steps: int = 50):
+        self.episode_steps = episode_steps
+        self.place = 0
+        self.t = 0
+
+    def frame(self) -> np.ndarray:
+        return np.random.default_rng(self.place).integers(0, 256, SHAPE[1:], dtype=np.uint8)
+
+    def step(self, action: np.ndarray) -> bool:
+        if action[3] > 0.2:
+            self.place += 1
+        self.t += 1
+        return self.t % self.episode_steps == 0
+
+
+def play(agent, game: WalkGame, steps: int, frames=None) -> tuple[list, list[np.ndarray]]:
+    frames = frames if frames is not None else [game.frame()] * SHAPE[0]
+    first, actions = True, []
+    for _ in range(steps):
+        obs = np.stack(frames[-SHAPE[0]:])
+        action = agent.act(obs)
+        actions.append(action)
+        last = game.step(action)
+        frames = [*frames[-SHAPE[0] + 1:], game.frame()]
+        agent.observe(obs, action, np.stack(frames), first, last)
+        first = last
+        if last:
+            frames = [game.frame()] * SHAPE[0]
+    return frames, actions
+
+
+def test_td_targets_by_hand():
+    y = td_targets(tf.constant([1.0, 2.0]), tf.constant([0.9, 0.0]), tf.constant([10.0, 10.0]),
+                   tf.constant([-1.0, -1.0]), alpha=0.5)
+    np.testing.assert_allclose(y.numpy(), [1 + 0.9 * (10 + 0.5), 2.0], rtol=1e-6)
+    y = td_targets(tf.constant([1.0]), tf.constant([0.5]), tf.constant([4.0]))
+    np.testing.assert_allclose(y.numpy(), [3.0])
+
+
+def test_squash_log_prob_by_hand():
+    a, logp = squash(tf.zeros([1, 4]), tf.zeros([1, 4]), tf.zeros([1, 4]))
+    np.testing.assert_allclose(a.numpy(), 0.0)
+    np.testing.assert_allclose(logp.numpy(), np.full([1, 4], -0.5 * np.log(2 * np.pi)), rtol=1e-5)
+
+
+def test_n_step_returns_in_replay():
+    agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}),
+                        NoveltyConfig(), SHAPE, episode_steps=4)
+    game = WalkGame(episode_steps=4)
+    frames = [game.frame()] * 2
+    rewards, first = [], True
+    for _ in range(4):
+        obs = np.stack(frames)
+        action = np.array([0, 0, 0, 1], np.float32)
+        last = game.step(action)
+        frames = [frames[-1], game.frame()]
+        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
+        first = last
+    r = agent.replay
+    assert r.written == 4
+    np.testing.assert_allclose(r.reward[:4], [rewards[0] + 0.5 * rewards[1], rewards[1] + 0.5 * rewards[2],
+                                              rewards[2] + 0.5 * rewards[3], rewards[3]], rtol=1e-5)
+    np.testing.assert_allclose(r.discount[:4], [0.25, 0.25, 0.0, 0.0])
+    # next observation of transition 0 is two frames on
+    np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[2])
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
+    learner = build_agent(LearnerConfig(**SMALL, algo=algo), NoveltyConfig(), SHAPE).learner
+    batch = learner.dummy_batch()
+    features = learner.encoder(batch["obs"])
+    variables = learner.actor.trainable_variables
+    with tf.GradientTape() as tape:
+        loss, _ = learner.actor_loss(batch["obs"], batch["ctx"], features)
+    grads = tape.gradient(loss, variables)
+    assert len(variables) >= 8
+    for v, g in zip(variables, grads, strict=True):
+        assert g is not None, v.path
+        assert np.all(np.isfinite(g.numpy())) and np.any(g.numpy() != 0), v.path
+    assert check_gradients(lambda: learner.actor_loss(batch["obs"], batch["ctx"], features)[0], variables).ok
+
+
+def test_nan_loss_is_a_clear_error():
+    learner = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE).learner
+    batch = {k: v.numpy() for k, v in learner.dummy_batch().items()}
+    batch["reward"][0] = np.nan
+    with pytest.raises(NonFiniteLossError, match="critic loss is NaN/Inf"):
+        learner.train(batch)
+
+
+def test_learner_refuses_a_broken_path():
+    class ArgmaxLearner(Learner):
+        def actor_loss(self, obs, ctx, features):
+            a, _, _ = self._sample(obs, ctx, training=True)
+            hard = tf.one_hot(tf.argmax(a, -1), 4)  # a discretised action inside the loss
+            q = tf.reduce_min(self.heads([features, hard, ctx]), -1)
+            return -tf.reduce_mean(q), {}
+
+    agent = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE)
+    with pytest.raises(GradientPathError, match="actor loss(.|\n)*actor_encoder_conv0/kernel(.|\n)*argmax"):
+        ArgmaxLearner(LearnerConfig(**SMALL), agent.novelty, (16, 16, 2), agent.ctx_dim)
+
+
+def test_learns_to_push_the_stick_that_changes_the_picture():
+    agent = build_agent(LearnerConfig(**SMALL), NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0), SHAPE, episode_steps=50)
+    _, actions = play(agent, WalkGame(), 500)
+    late = np.array(actions[-100:])
+    assert np.mean(late[:, 3] > 0.2) > 0.8, np.mean(late, 0)
+    early = np.array(actions[:100])
+    assert np.mean(early[:, 3] > 0.2) < 0.5
+
+
+def test_resume_gives_the_same_next_action(tmp_path):
+    config = LearnerConfig(**{**SMALL, "warmup_steps": 50})
+    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
+    game = WalkGame()
+    frames, _ = play(agent, game, 120)
+    agent.save(tmp_path / "ckpt")
+    place, t = game.place, game.t
+    _, after = play(agent, game, 5, frames)
+
+    resumed = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
+    resumed.restore(tmp_path / "ckpt")
+    game2 = WalkGame()
+    game2.place, game2.t = place, t
+    _, after2 = play(resumed, game2, 5, frames)
+    np.testing.assert_allclose(after2[0], after[0], atol=1e-6)
+    np.testing.assert_allclose(np.array(after2), np.array(after), atol=1e-4)

@@ -1,0 +1,126 @@
+"""Novelty math by hand, and the signals' behaviour on frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from explorer.learn_config import NoveltyConfig
+from explorer.novelty import ema_update, knn_distance, make_novelty, pixel_difference
+
+MEMORY = tf.constant([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0], [99.0, 99.0]])
+
+
+def test_knn_distance_by_hand():
+    # distances from the origin: 0, 5, 10 (row 3 not yet written)
+    d = knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(3), k=2)
+    assert float(d) == pytest.approx((0 + 5) / 2, abs=1e-3)
+    d = knn_distance(tf.constant([3.0, 4.0]), MEMORY, tf.constant(3), k=3)
+    assert float(d) == pytest.approx((0 + 5 + 5) / 3, abs=1e-3)
+
+
+def test_knn_distance_uses_only_valid_rows_and_fewer_than_k():
+    assert float(knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(2), k=10)) == pytest.approx(2.5, abs=1e-3)
+    assert float(knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(0), k=3)) == -1.0
+    # a ring that wrapped: every row is valid
+    d = knn_distance(tf.constant([99.0, 99.0]), MEMORY, tf.constant(9), k=1)
+    assert float(d) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_knn_distance_excludes_the_newest_entries():
+    # count 3, exclude 1: entry 2 ([6, 8]) is too recent; nearest of [0,0], [3,4] to [6,8] is 5
+    d = knn_distance(tf.constant([6.0, 8.0]), MEMORY, tf.constant(3), k=1, exclude=1)
+    assert float(d) == pytest.approx(5.0, abs=1e-3)
+    # a wrapped ring: count 6 over 4 slots holds entries 4, 5, 2, 3 in slots 0..3;
+    # exclude 2 drops entries 5 and 4 (slots 1 and 0), leaving slots 2, 3
+    d = knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(6), k=2, exclude=2)
+    assert float(d) == pytest.approx((10.0 + np.hypot(99, 99)) / 2, abs=1e-2)
+    assert float(knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(2), k=1, exclude=2)) == -1.0
+
+
+def test_pixel_difference_by_hand():
+    frame = tf.fill([2, 2, 1], tf.constant(10, tf.uint8))
+    recent = tf.stack([tf.zeros([2, 2, 1], tf.uint8), tf.fill([2, 2, 1], tf.constant(20, tf.uint8))])
+    assert float(pixel_difference(frame, recent)) == pytest.approx(10 / 255)
+
+
+def test_ema_update_by_hand():
+    mean, var = ema_update(tf.constant(0.0), tf.constant(0.0), tf.constant(4.0), 0.5, tf.constant(True))
+    assert (float(mean), float(var)) == (4.0, 0.0)
+    mean, var = ema_update(tf.constant(4.0), tf.constant(0.0), tf.constant(8.0), 0.5, tf.constant(False))
+    assert float(mean) == pytest.approx(6.0)
+    assert float(var) == pytest.approx(0.5 * 16.0)
+
+
+def test_episodic_ignores_recent_frames_until_old_enough():
+    n = make_novelty(NoveltyConfig(signal="episodic", knn=1, exclude_recent=2), (16, 16, 1), stack=2)
+    a = tf.zeros([4])
+    n.reset(_obs(0))  # entry 0
+    assert float(n.reward(_obs(0), a, _obs(1))) == 1.0  # nothing old enough: "as new as usual"
+    assert float(n.reward(_obs(1), a, _obs(1))) == 1.0  # entry 1 is too recent to count
+    first_real = float(n.reward(_obs(1), a, _obs(0)))  # back to entry 0's frame, now old enough
+    assert first_real == pytest.approx(1.0, rel=1e-3)  # defines the running mean
+    assert float(n.mean) < 0.01  # ... and the distance was ~0
+
+
+def _obs(seed: int, shape=(16, 16, 2)) -> tf.Tensor:
+    return tf.constant(np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("embedding", ["pooled", "random"])
+def test_episodic_repeated_frame_is_not_novel_new_frame_is(embedding):
+    n = make_novelty(NoveltyConfig(signal="episodic", embedding=embedding, knn=1, exclude_recent=0), (16, 16, 1), stack=2)
+    a = tf.zeros([4])
+    first = _obs(0)
+    n.reset(first)
+    r_new = float(n.reward(first, a, _obs(1)))
+    r_same = float(n.reward(first, a, _obs(1)))
+    assert r_new == pytest.approx(1.0)  # the first raw value defines the running mean
+    assert r_same < 0.01 * r_new
+    n.reset(first)  # a new episode forgets the old one
+    assert float(n.reward(first, a, _obs(1))) > 0.5
+
+
+@pytest.mark.parametrize("signal", ["rnd", "forward", "pixel"])
+def test_signals_reward_and_train(signal):
+    n = make_novelty(NoveltyConfig(signal=signal), (16, 16, 1), stack=2)
+    n.reset(_obs(0))
+    r = float(n.reward(_obs(0), tf.zeros([4]), _obs(1)))
+    assert np.isfinite(r) and r > 0
+    batch = tf.stack([_obs(i) for i in range(4)])
+    metrics = n.train(batch, tf.zeros([4, 4]), tf.stack([_obs(i + 4) for i in range(4)]))
+    assert (signal == "pixel") == (not metrics)
+    for v in metrics.values():
+        assert np.isfinite(float(v))
+
+
+def test_pixel_signal_sees_change_only():
+    n = make_novelty(NoveltyConfig(signal="pixel"), (16, 16, 1), stack=2)
+    n.reset(_obs(0))
+    n.reward(_obs(0), tf.zeros([4]), _obs(1))  # sets the running mean
+    still = float(n.reward(_obs(1), tf.zeros([4]), _obs(1)))
+    assert still < float(n.reward(_obs(1), tf.zeros([4]), _obs(2)))
+
+
+def test_inverse_embedding_learns_from_actions():
+    n = make_novelty(NoveltyConfig(signal="episodic", embedding="inverse", learning_rate=1e-3), (16, 16, 1), stack=2)
+    obs = tf.stack([_obs(i) for i in range(8)])
+    nxt = tf.stack([_obs(i + 8) for i in range(8)])
+    actions = tf.constant(np.random.default_rng(0).uniform(-1, 1, [8, 4]), tf.float32)
+    before = n.embed(n.newest(obs)).numpy()
+    losses = [float(n.train(obs, actions, nxt)["inverse_loss"]) for _ in range(30)]
+    assert losses[-1] < 0.5 * losses[0]
+    assert not np.allclose(before, n.embed(n.newest(obs)).numpy())
+
+
+def test_temporal_embedding_pulls_successors_together():
+    n = make_novelty(NoveltyConfig(signal="episodic", embedding="temporal", learning_rate=1e-3), (16, 16, 1), stack=2)
+    obs = tf.stack([_obs(i) for i in range(8)])
+    nxt = tf.stack([_obs(i + 100) for i in range(8)])  # "a few steps later" pairs
+    losses = [float(n.train(obs, tf.zeros([8, 4]), nxt)["temporal_loss"]) for _ in range(30)]
+    assert losses[-1] < 0.5 * losses[0]
+    e = tf.math.l2_normalize(n.embed(n.newest(obs)), -1)
+    f = tf.math.l2_normalize(n.embed(n.newest(nxt)), -1)
+    sim = tf.matmul(e, f, transpose_b=True).numpy()
+    assert np.mean(np.diag(sim)) > np.mean(sim[~np.eye(8, dtype=bool)]) + 0.2
