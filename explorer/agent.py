@@ -74,15 +74,21 @@ class PolicyAgent:
         pass
 
 
-def make_agent(config, obs_shape: tuple[int, int, int], run_path=None) -> Agent:
-    """The agent ``config.run.agent`` names, for observations of ``obs_shape`` (one frame)."""
-    from explorer.policy import build_policy
+def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: bool = False) -> Agent:
+    """The agent ``config.run.agent`` names, for frames of ``obs_shape`` (``(H, W, C)``).
 
+    ``live`` puts the learning agent's training on its own thread
+    (:class:`explorer.live.ThreadedAgent`), so a real-time loop never waits for it.
+    """
     run = config.run
     if run.agent == "random":
         return RandomAgent(run.seed)
     if run.agent == "sticky":
         return RandomAgent(run.seed, sticky_steps=run.sticky_steps)
-    h, w, c = obs_shape
-    model = build_policy(config.policy, (h, w, c * config.observation.stack))
-    return PolicyAgent(model, eager=run.eager)
+    from explorer.learner import build_agent
+    shape = (config.observation.stack, *obs_shape)
+    agent = build_agent(config.learner, config.novelty, shape, episode_steps=0 if live else config.game.episode_steps)
+    if live:
+        from explorer.live import ThreadedAgent
+        return ThreadedAgent(agent, config.learner)
+    return agent

@@ -28,10 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explore", help="explore the built-in game (ViZDoom) headless and write a run directory")
     _common(p)
     p.add_argument("--steps", type=int, help="agent steps (overrides run.steps)")
-    p.add_argument("--agent", choices=["random", "sticky", "policy"], help="overrides run.agent")
+    p.add_argument("--agent", choices=["explorer", "random", "sticky"], help="overrides run.agent")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue an explore run from its latest checkpoint (its config.toml, then --config/--set)")
 
     p = sub.add_parser("play", help="live: capture a screen region or window and drive a virtual pad")
     _common(p)
@@ -104,8 +106,17 @@ def cmd_explore(args: argparse.Namespace) -> int:
         extra.append(f"run.dir={quote(args.out)}")
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
-    config = load_config(args, extra)
-    summary = explore(config, progress=not args.no_progress)
+    if args.resume:
+        run_config = Path(args.resume) / "config.toml"
+        if not run_config.is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.toml there; give the run directory of an explore run")
+        config = config_mod.load(run_config, [])
+        if args.config:
+            config = config_mod.load(args.config, [], base=config)
+        config = config_mod.load(None, [*args.overrides, *extra], base=config)
+    else:
+        config = load_config(args, extra)
+    summary = explore(config, progress=not args.no_progress, run_path=args.resume)
     print(f"run directory: {summary['run_dir']}")
     print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
           f"cells per episode (last 20) {summary['cells_per_episode_last20']:.1f}, distinct cells {summary['distinct_cells']}")
@@ -117,6 +128,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     from tqdm import tqdm
 
     from explorer.agent import make_agent
+    from explorer.checkpoint import Checkpointer
     from explorer.coverage import Coverage
     from explorer.games import make_game
     from explorer.games.vizdoom import DoomPad
@@ -135,17 +147,26 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     pad = DoomPad(game)
     ring = FrameRing(config.ring.capacity, game.shape)
     agent = make_agent(config, game.shape, run.path)
+    checkpointer = Checkpointer(agent, run.path / "checkpoints") if hasattr(agent, "save_state") else None
+    start = 0
+    if run_path is not None and checkpointer is not None:
+        start = checkpointer.restore()
+        agent.new_episode = True  # the game restarts: a new episode begins where the run resumes
+        print(f"resumed {run.path} at step {start}", file=sys.stderr)
     coverage = Coverage()
     coverage.add(*_xy(game))
-    bar = tqdm(total=config.run.steps, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
 
     window: dict[str, list[float]] = {}
     actions: list[np.ndarray] = []
     every = config.run.log_every
-    done = [0]  # agent steps so far (the progress bar does not count when disabled)
+    done = [start]  # agent steps so far, over all resumptions
+    every_ckpt = config.learner.checkpoint_every
 
-    def on_step(step: int, action, metrics: dict[str, float], tick) -> None:
-        done[0] = step
+    def on_step(loop_step: int, action, metrics: dict[str, float], tick) -> None:
+        step = done[0] = start + loop_step
+        if checkpointer is not None and every_ckpt and step % every_ckpt == 0:
+            checkpointer.save(step)
         coverage.add(*_xy(game))
         bar.update(1)
         actions.append(action)
@@ -172,7 +193,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     clock = GameClock(game, ring)
     recorder = open_recorder(config, run.path, source="game")
     try:
-        stats = run_loop(clock, ring, agent, pad, config.observation.stack, max_steps=config.run.steps,
+        stats = run_loop(clock, ring, agent, pad, config.observation.stack, max_steps=max(config.run.steps - start, 0),
                          on_step=on_step, on_episode=on_episode, recorder=recorder)
     finally:
         bar.close()
@@ -180,8 +201,12 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
             if recorder is not None:
                 recorder.close()
         finally:
-            agent.close()
-            game.close()
+            try:
+                if checkpointer is not None and done[0] > start:
+                    checkpointer.save(done[0])  # on every way out, Ctrl-C included
+            finally:
+                agent.close()
+                game.close()
     if coverage.episode_cells:
         coverage.end_episode()  # the unfinished last episode counts in the picture, not in last-20 means below
         partial = coverage.per_episode.pop()
@@ -190,12 +215,14 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     picture = plot_trajectory(coverage, run.path / "trajectory.png",
                               title=f"{config.game.scenario}, agent={config.run.agent}, {stats.steps} steps")
     summary = {
-        "run_dir": str(run.path), "steps": stats.steps, "episodes": stats.episodes,
+        "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
         "cells_per_episode": coverage.per_episode, "cells_in_unfinished_episode": partial,
         "cells_per_episode_last20": coverage.recent_mean(20), "distinct_cells": len(coverage.all_cells),
         "trajectory_png": str(picture), "loop": stats.summary(),
         "session": str(recorder.recorder.path) if recorder is not None else None,
+        "checkpoint": checkpointer.latest if checkpointer is not None else None,
+        "updates": int(agent.learner.updates.numpy()) if hasattr(agent, "learner") else 0,
     }
     run.write_summary(summary)
     run.close()
@@ -267,8 +294,21 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         ring = FrameRing(config.ring.capacity, screen.shape)
         run = RunDir(config.run.dir, "play", config)
         stack.callback(run.close)
-        agent = make_agent(config, screen.shape, run.path)
+        agent = make_agent(config, screen.shape, run.path, live=True)
         stack.callback(agent.close)
+        if hasattr(agent, "check"):
+            checks.append(agent.check)
+        if hasattr(agent, "agent") and hasattr(agent.agent, "save_state"):
+            from explorer.checkpoint import Checkpointer
+            checkpointer = Checkpointer(agent.agent, run.path / "checkpoints")
+
+            def keep_what_was_learned() -> None:
+                # Registered after agent.close, so it runs before it, on every way out.
+                agent.stop_learning()
+                if agent.agent.steps:
+                    checkpointer.save(agent.agent.steps)
+
+            stack.callback(keep_what_was_learned)
         agent.act(ring_warmup_obs(screen.shape, config.observation.stack))  # trace before the game starts
         pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
         stack.callback(pad.close)
@@ -305,6 +345,8 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
             "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": capture.achieved_fps(),
             "region": screen.region.as_mss(), "loop": stats.summary(), "finished": time.time(),
             "session": str(recorder.recorder.path) if recorder is not None else None}
+        if hasattr(agent, "stats"):
+            summary["learner"] = agent.stats()
         if game is not None:
             path = np.asarray(coverage.path)
             summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.all_cells),

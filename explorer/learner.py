@@ -22,6 +22,7 @@ as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -31,8 +32,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from explorer.config import LearnerConfig, NoveltyConfig
 from explorer.guard import GradientPathError, check_gradients
-from explorer.learn_config import LearnerConfig, NoveltyConfig
 from explorer.novelty import Novelty, make_novelty
 
 ACTION_DIM = 4
@@ -150,18 +151,22 @@ class Replay:
         self.frames_written = 0
         self.written = 0
         self.rng = np.random.default_rng(seed)
+        # Live mode adds from the control thread and samples from the learner thread.
+        self.lock = threading.Lock()
 
     def push_frame(self, frame: np.ndarray) -> int:
-        self.frames[self.frames_written % self.frame_capacity] = frame
-        self.frames_written += 1
-        return self.frames_written - 1
+        with self.lock:
+            self.frames[self.frames_written % self.frame_capacity] = frame
+            self.frames_written += 1
+            return self.frames_written - 1
 
     def add(self, obs_ids, action, reward, discount, next_ids, ctx, next_ctx) -> None:
-        i = self.written % self.capacity
-        self.obs_ids[i], self.next_ids[i] = obs_ids, next_ids
-        self.action[i], self.reward[i], self.discount[i] = action, reward, discount
-        self.ctx[i], self.next_ctx[i] = ctx, next_ctx
-        self.written += 1
+        with self.lock:
+            i = self.written % self.capacity
+            self.obs_ids[i], self.next_ids[i] = obs_ids, next_ids
+            self.action[i], self.reward[i], self.discount[i] = action, reward, discount
+            self.ctx[i], self.next_ctx[i] = ctx, next_ctx
+            self.written += 1
 
     def __len__(self) -> int:
         return min(self.written, self.capacity)
@@ -172,6 +177,12 @@ class Replay:
         return f.transpose(0, 2, 3, 1, 4).reshape(b, h, w, k * c)
 
     def sample(self, batch: int) -> dict[str, np.ndarray]:
+        with self.lock:
+            return self._sample(batch)
+
+    def _sample(self, batch: int) -> dict[str, np.ndarray]:
+        # A frame pushed after a transition was sampled may overwrite the oldest slot; the
+        # lock keeps the ids and the frames they point to consistent within one batch.
         oldest = self.frames_written - self.frame_capacity
         idx = self.rng.integers(0, len(self), size=batch)
         stale = self.obs_ids[idx, 0] < oldest
@@ -247,9 +258,9 @@ class Learner:
     def alpha(self) -> tf.Tensor:
         return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
 
-    def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Pre-tanh mean and log-std (TD3: log-std is a dummy zero)."""
-        y = self.actor([obs, ctx], training=False)
+    def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor, actor: keras.Model | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+        """Pre-tanh mean and log-std (TD3: log-std is a dummy zero), from ``actor`` (default: the trained one)."""
+        y = (actor or self.actor)([obs, ctx], training=False)
         if self.config.algo == "sac":
             mean, log_std = tf.split(y, 2, axis=-1)
             return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
@@ -349,6 +360,23 @@ class Learner:
         mean, log_std = self._policy(obs, ctx)
         return mean.numpy()[0], log_std.numpy()[0]
 
+    def acting_copy(self) -> keras.Model:
+        """A second actor with the trained actor's weights, and :meth:`policy` switched to it.
+
+        Live mode acts with this copy on the control thread while the learner
+        thread trains the original; new weights reach the copy only through
+        ``copy.set_weights(snapshot)`` on the control thread, between two
+        actions, so an action never sees half-updated weights.
+        """
+        copy = build_actor(self.obs_shape, self.ctx_dim, self.config)
+        copy.set_weights(self.actor.get_weights())
+        spec = [tf.TensorSpec([1, *self.obs_shape], tf.uint8), tf.TensorSpec([1, self.ctx_dim], tf.float32)]
+        fn = lambda obs, ctx: self._policy_out(obs, ctx, copy)  # noqa: E731
+        self._policy = fn if self.config.eager else tf.function(fn, input_signature=spec)
+        if not self.config.eager:
+            self._policy.get_concrete_function()
+        return copy
+
     def dummy_batch(self, seed: int = 0) -> dict[str, tf.Tensor]:
         rng = np.random.default_rng(seed)
         out = {}
@@ -417,6 +445,9 @@ class LearningAgent:
         self.pending: deque[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = deque()
         self.obs_ids: np.ndarray | None = None
         self.update_time = 0.0
+        #: train inside :meth:`observe` every ``update_every`` steps; live mode turns this off
+        #: and trains on a thread of its own (:class:`explorer.live.ThreadedAgent`)
+        self.train_inline = True
         self.last_reward = 0.0
         self.novelty_ema = np.ones(2, np.float32)
 
@@ -493,12 +524,20 @@ class LearningAgent:
         if last:
             self.obs_ids = None
         metrics: dict[str, float] = {"novelty": reward}
-        if self.steps >= c.warmup_steps and len(self.replay) >= c.batch_size and self.steps % c.update_every == 0:
-            t0 = time.perf_counter()
-            out = self.learner.train(self.replay.sample(c.batch_size))
-            metrics.update({k: float(v) for k, v in out.items()})
-            self.update_time += time.perf_counter() - t0
+        if self.train_inline and self.ready_to_train() and self.steps % c.update_every == 0:
+            metrics.update(self.train_once())
         return metrics
+
+    def ready_to_train(self) -> bool:
+        """Past the warm-up, with a batch's worth of transitions in the replay."""
+        return self.steps >= self.config.warmup_steps and len(self.replay) >= self.config.batch_size
+
+    def train_once(self) -> dict[str, float]:
+        """One update from a replay sample (the learner thread's step in live mode)."""
+        t0 = time.perf_counter()
+        out = self.learner.train(self.replay.sample(self.config.batch_size))
+        self.update_time += time.perf_counter() - t0
+        return {k: float(v) for k, v in out.items()}
 
     def close(self) -> None:
         self.pending.clear()
@@ -509,21 +548,37 @@ class LearningAgent:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         tf.train.Checkpoint(**self.learner.checkpoint_items()).write(str(d / "learner"))
-        np.savez(d / "replay.npz", **self.replay.state())
-        state = {"steps": self.steps, "episode_step": self.episode_step, "prev_action": self.prev_action.tolist(),
-                 "new_episode": self.new_episode, "noise": self.noise.tolist(),
-                 "rng": self.rng.bit_generator.state, "replay_rng": self.replay.rng.bit_generator.state,
-                 "obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
-                 "novelty_ema": self.novelty_ema.tolist(),
-                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist()) for p in self.pending]}
-        (d / "agent.json").write_text(json.dumps(state))
+        self.save_state(d)
         return d
 
     def restore(self, directory: str | Path) -> None:
         """Load what :meth:`save` wrote (the agent must be built with the same configs and shapes)."""
         d = Path(directory)
         tf.train.Checkpoint(**self.learner.checkpoint_items()).read(str(d / "learner")).assert_existing_objects_matched()
-        with np.load(d / "replay.npz") as z:
+        self.restore_state(d)
+
+    def save_state(self, directory: str | Path) -> None:
+        """What lives outside TensorFlow: ``replay.npz`` and ``agent.json`` (each written, then renamed in)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        with self.replay.lock:
+            replay = self.replay.state()
+            tmp = d / "replay.tmp.npz"
+            np.savez(tmp, **replay)
+        tmp.replace(d / "replay.npz")
+        state = {"steps": self.steps, "episode_step": self.episode_step, "prev_action": self.prev_action.tolist(),
+                 "new_episode": self.new_episode, "noise": self.noise.tolist(),
+                 "rng": self.rng.bit_generator.state, "replay_rng": self.replay.rng.bit_generator.state,
+                 "obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
+                 "novelty_ema": self.novelty_ema.tolist(),
+                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist()) for p in self.pending]}
+        (d / "agent.tmp.json").write_text(json.dumps(state))
+        (d / "agent.tmp.json").replace(d / "agent.json")
+
+    def restore_state(self, directory: str | Path) -> None:
+        """Load what :meth:`save_state` wrote."""
+        d = Path(directory)
+        with np.load(d / "replay.npz", allow_pickle=False) as z:
             self.replay.load(dict(z))
         s = json.loads((d / "agent.json").read_text())
         self.steps, self.episode_step, self.new_episode = s["steps"], s["episode_step"], s["new_episode"]
@@ -535,7 +590,6 @@ class LearningAgent:
         self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)
         self.pending = deque((np.array(i, np.int64), np.array(a, np.float32), r, np.array(cx, np.float32))
                              for i, a, r, cx in s["pending"])
-
 
 def build_agent(learner_config: LearnerConfig, novelty_config: NoveltyConfig,
                 obs_shape: tuple[int, int, int, int], episode_steps: int = 0) -> LearningAgent:

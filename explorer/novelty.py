@@ -18,7 +18,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from explorer.learn_config import NoveltyConfig
+from explorer.config import NoveltyConfig
 
 _EPS = 1e-8
 
@@ -132,6 +132,11 @@ class Novelty:
 
     def checkpoint_items(self) -> dict[str, Any]:
         return {"mean": self.mean, "var": self.var, "steps": self.steps}
+
+    def warm_up(self) -> None:
+        """Trace the compiled reward and reset now, so nothing traces while a game runs."""
+        self._reward_fn.get_concrete_function()
+        self._reset_fn.get_concrete_function()
 
     def _reset(self, obs: tf.Tensor) -> None:
         pass

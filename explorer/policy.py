@@ -1,16 +1,15 @@
-"""The CNN policy: stacked newest frames in, four tanh stick values out.
+"""Frame stacking, and a plain CNN policy (frames in, four tanh stick values out).
 
-Weights are built once, when the model is created; the control loop calls
-``model(x, training=False)`` on a fixed input signature, so nothing is
-rebuilt or retraced per step.
+The learning agent's actor lives in :mod:`explorer.learner` (it also takes a
+context input); :func:`build_policy` is the context-free CNN used where a
+fixed, non-learning policy is wanted (tests, dry runs, benchmarks of the loop).
+Weights are built once; the model is called as ``model(x, training=False)``.
 """
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
-
-from explorer.config import PolicyConfig
 
 
 def stack_frames(frames: tf.Tensor) -> tf.Tensor:
@@ -22,20 +21,22 @@ def stack_frames(frames: tf.Tensor) -> tf.Tensor:
     return tf.reshape(moved, tf.concat([shape[:-4], shape[-3:-1], [shape[-4] * shape[-1]]], 0))
 
 
-def build_encoder(config: PolicyConfig, obs_shape: tuple[int, int, int], name: str = "encoder") -> keras.Model:
+def build_encoder(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), hidden: int = 128,
+                  name: str = "encoder") -> keras.Model:
     """Conv encoder: ``uint8[B, H, W, k*C]`` → ``float32[B, hidden]``."""
     inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
     x = keras.layers.Rescaling(1.0 / 255.0)(keras.ops.cast(inputs, "float32"))
-    for i, filters in enumerate(config.filters):
-        x = keras.layers.Conv2D(filters, 3, strides=2, padding="same", activation="relu", name=f"conv{i}")(x)
+    for i, f in enumerate(filters):
+        x = keras.layers.Conv2D(f, 3, strides=2, padding="same", activation="relu", name=f"conv{i}")(x)
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(config.hidden, activation="relu", name="dense")(x)
+    x = keras.layers.Dense(hidden, activation="relu", name="dense")(x)
     return keras.Model(inputs, x, name=name)
 
 
-def build_policy(config: PolicyConfig, obs_shape: tuple[int, int, int], name: str = "policy") -> keras.Model:
-    """The deterministic policy ``π(obs)``: ``uint8[B, H, W, k*C]`` → ``float32[B, 4]`` in (-1, 1)."""
-    encoder = build_encoder(config, obs_shape, name=f"{name}_encoder")
+def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), hidden: int = 128,
+                 name: str = "policy") -> keras.Model:
+    """A deterministic policy ``π(obs)``: ``uint8[B, H, W, k*C]`` → ``float32[B, 4]`` in (-1, 1)."""
+    encoder = build_encoder(obs_shape, filters, hidden, name=f"{name}_encoder")
     inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
     axes = keras.layers.Dense(4, activation="tanh", name="axes",
                               kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3))(encoder(inputs))

@@ -255,7 +255,7 @@ def build_agent(config: Any, frame_shape: Sequence[int], episode_steps: int = 0)
 
     Uses ``config.learner`` and ``config.novelty`` when the config has them, else their defaults.
     """
-    from explorer.learn_config import LearnerConfig, NoveltyConfig
+    from explorer.config import LearnerConfig, NoveltyConfig
     from explorer.learner import build_agent as build_learning_agent
 
     learner = getattr(config, "learner", None) or LearnerConfig()

@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from explorer import config as cfg
 
@@ -30,7 +31,7 @@ def test_file_and_overrides_merge_in_order(tmp_path):
 
 def test_config_is_frozen():
     c = cfg.Config()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         c.capture.fps = 3  # type: ignore[misc]
 
 
@@ -72,7 +73,7 @@ def test_malformed_inputs_are_clear(tmp_path):
 
 
 def test_dump_round_trips(tmp_path):
-    c = cfg.load(None, ["policy.filters=[8, 8]", "capture.window_title='My \"Game\"'"])
+    c = cfg.load(None, ["learner.filters=[8, 8]", "capture.window_title='My \"Game\"'"])
     cfg.dump(c, tmp_path / "out.toml")
     assert cfg.load(tmp_path / "out.toml") == c
-    assert c.policy.filters == (8, 8)
+    assert c.learner.filters == (8, 8)

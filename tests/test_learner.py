@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from explorer.config import LearnerConfig, NoveltyConfig
 from explorer.guard import GradientPathError, check_gradients
-from explorer.learn_config import LearnerConfig, NoveltyConfig
 from explorer.learner import Learner, NonFiniteLossError, build_agent, squash, td_targets
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C

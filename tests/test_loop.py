@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from explorer.agent import PolicyAgent
-from explorer.config import PolicyConfig
 from explorer.fakes import FakeScreen, RecordingPad
 from explorer.loop import Controls, GameClock, LiveClock, run_loop
 from explorer.policy import build_policy
@@ -71,7 +70,7 @@ class Spy:
 
 
 def policy_agent():
-    model = build_policy(PolicyConfig(filters=(4, 4), hidden=8), (16, 16, 3))
+    model = build_policy((16, 16, 3), filters=(4, 4), hidden=8)
     # Large output weights so the actions are spread over [-1, 1], not all near zero.
     w = model.get_layer("axes").get_weights()
     model.get_layer("axes").set_weights([np.random.default_rng(0).normal(0, 3, w[0].shape).astype(np.float32), w[1]])

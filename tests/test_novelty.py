@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.learn_config import NoveltyConfig
+from explorer.config import NoveltyConfig
 from explorer.novelty import ema_update, knn_distance, make_novelty, pixel_difference
 
 MEMORY = tf.constant([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0], [99.0, 99.0]])

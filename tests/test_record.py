@@ -345,7 +345,7 @@ def test_record_screen_and_sessions_listing(tmp_path, capsys):
 # ---------------------------------------------------------------- replay and evaluation (the real learner)
 
 def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
-    from explorer.learn_config import LearnerConfig, NoveltyConfig
+    from explorer.config import LearnerConfig, NoveltyConfig
     from explorer.learner import build_agent
     from explorer.sessions_cli import evaluate_policy, learning_agent_policy, replay_train
 

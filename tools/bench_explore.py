@@ -125,7 +125,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], log_every:
     elif agent_name == "original":
         agent = OriginalAgent(seed, obs_shape)
     else:
-        from explorer.learn_config import LearnerConfig, NoveltyConfig
+        from explorer.config import LearnerConfig, NoveltyConfig
         from explorer.learner import build_agent
         sections: dict[str, dict] = {"learner": {"seed": seed}, "novelty": {"signal": agent_name}}
         for text in overrides:

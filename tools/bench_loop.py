@@ -33,12 +33,13 @@ def main() -> None:
     args = p.parse_args()
     xvfb = start_xvfb()
     try:
-        from explorer.agent import make_agent
+        from explorer.agent import PolicyAgent
         from explorer.config import load
         from explorer.fakes import RecordingPad
         from explorer.games import make_game
         from explorer.games.vizdoom import DoomPad
         from explorer.loop import GameClock, LiveClock, run_loop
+        from explorer.policy import build_policy
         from explorer.ring import FrameRing
 
         # Something real to capture: the game running in real time in a 640x480 window.
@@ -47,7 +48,7 @@ def main() -> None:
         time.sleep(1.0)
         w = find_window(window_game.window_title)
         config = load(None, [f"capture.left={w.left}", f"capture.top={w.top}", "capture.width=256",
-                             "capture.height=256", "run.agent=policy"])
+                             "capture.height=256"])
         screen = MssScreen(config.capture, config.observation)
         ring = FrameRing(config.ring.capacity, screen.shape)
         grab_raw = rate(screen.grab_raw, args.seconds / 2)
@@ -56,7 +57,8 @@ def main() -> None:
 
         screen = MssScreen(config.capture, config.observation)
         ring = FrameRing(config.ring.capacity, screen.shape)
-        agent = make_agent(config, screen.shape)
+        # The loop alone, with a CNN policy that does not learn (tools/bench_live.py measures learning).
+        agent = PolicyAgent(build_policy((screen.shape[0], screen.shape[1], screen.shape[2] * config.observation.stack)))
         agent.act(np.zeros((config.observation.stack, *screen.shape), np.uint8))
         capture = CaptureThread(screen, ring, config.capture.fps)
         live = run_loop(LiveClock(capture, ring, config.control.hz), ring, agent, RecordingPad(),
@@ -74,7 +76,7 @@ def main() -> None:
         game.close()
         game = make_game(config)
         ring = FrameRing(config.ring.capacity, game.shape)
-        agent = make_agent(config, game.shape)
+        agent = PolicyAgent(build_policy((game.shape[0], game.shape[1], game.shape[2] * config.observation.stack)))
         sync = run_loop(GameClock(game, ring), ring, agent, DoomPad(game), config.observation.stack,
                         max_seconds=args.seconds)
         game.close()

@@ -1,0 +1,73 @@
+"""Checkpoints of the learning agent in a run directory, through ``tf.train.CheckpointManager``.
+
+``<run>/checkpoints/`` holds the TensorFlow checkpoints the manager keeps
+(networks, optimisers, entropy weight, update counter, RNG, novelty model and
+normalisers: ``learner-<step>.*`` and the manager's ``checkpoint`` index) and,
+for each, ``state-<step>/`` with what lives outside TensorFlow (the replay
+and the agent's counters, noise and RNG states). The side state is written
+first, the TensorFlow checkpoint last, so the index never points at a
+checkpoint whose side state is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing or does not fit the agent."""
+
+
+class Checkpointer:
+    """Saves and restores a :class:`~explorer.learner.LearningAgent` under ``directory``.
+
+    Args:
+      agent: the learning agent (``learner.checkpoint_items()``, ``save_state``/``restore_state``).
+      directory: where checkpoints go (``<run>/checkpoints``).
+      keep: how many checkpoints to keep.
+    """
+
+    def __init__(self, agent: Any, directory: str | Path, keep: int = 2):
+        self.agent = agent
+        self.directory = Path(directory)
+        self.checkpoint = tf.train.Checkpoint(**agent.learner.checkpoint_items())
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep,
+                                                  checkpoint_name="learner")
+
+    def save(self, step: int) -> str:
+        """Write a checkpoint for agent step ``step``; returns its path prefix."""
+        self.agent.save_state(self.directory / f"state-{step}")
+        path = self.manager.save(checkpoint_number=step)
+        kept = {Path(p).name.rsplit("-", 1)[-1] for p in self.manager.checkpoints}
+        for side in self.directory.glob("state-*"):
+            if side.name.split("-", 1)[1] not in kept:
+                shutil.rmtree(side, ignore_errors=True)
+        return path
+
+    @property
+    def latest(self) -> str | None:
+        return self.manager.latest_checkpoint
+
+    def restore(self, path: str | None = None) -> int:
+        """Restore ``path`` (default: the latest); returns its agent step.
+
+        Raises:
+          CheckpointError: there is none, or it does not match the agent (other network sizes).
+        """
+        path = path or self.manager.latest_checkpoint
+        if path is None:
+            raise CheckpointError(f"no checkpoint in {self.directory}: nothing to resume")
+        step = int(Path(path).name.rsplit("-", 1)[-1])
+        side = self.directory / f"state-{step}"
+        if not side.is_dir():
+            raise CheckpointError(f"checkpoint {path} has no {side.name}/ beside it (replay and counters); it cannot be resumed")
+        try:
+            self.checkpoint.read(path).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as err:
+            raise CheckpointError(f"checkpoint {path} does not fit this agent (was the learner config changed?): {err}") from err
+        self.agent.restore_state(side)
+        return step
