@@ -1,0 +1,112 @@
+"""The learner thread (live mode) and checkpoints of explore runs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from explorer import cli
+from explorer.checkpoint import Checkpointer, CheckpointError
+from explorer.config import LearnerConfig, NoveltyConfig, load
+from explorer.fakes import FakeScreen, RecordingPad
+from explorer.learner import build_agent
+from explorer.live import LearnerDied, ThreadedAgent
+from explorer.loop import LiveClock, run_loop
+from explorer.ring import FrameRing
+from explorer.screen import CaptureThread
+
+SHAPE = (16, 16, 1)
+SMALL = dict(batch_size=8, warmup_steps=16, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
+
+
+def small_agent(**kw):
+    return build_agent(LearnerConfig(**{**SMALL, **kw}), NoveltyConfig(signal="pixel"), (3, *SHAPE))
+
+
+def moving_screen():
+    rng = np.random.default_rng(0)
+    return FakeScreen([rng.integers(0, 255, SHAPE, dtype=np.uint8) for _ in range(50)])
+
+
+def live(agent, pad, seconds):
+    ring = FrameRing(16, SHAPE)
+    clock = LiveClock(CaptureThread(moving_screen(), ring, fps=100), ring, hz=50, checks=(agent.check,))
+    return run_loop(clock, ring, agent, pad, stack=3, max_seconds=seconds, watchdog_s=3 / 50)
+
+
+def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_copy():
+    inner = small_agent()
+    agent = ThreadedAgent(inner, LearnerConfig(**SMALL, publish_every=5))
+    initial = [w.numpy() for w in agent.acting.weights]
+    pad = RecordingPad()
+    try:
+        stats = live(agent, pad, seconds=2.0)
+    finally:
+        agent.stop_learning()
+    s = agent.stats()
+    assert s["updates"] > 10 and s["published"] >= 1 and s["installed"] >= 1, s
+    assert stats.steps >= 60 and pad.is_neutral
+    # What the learner learned reached the acting copy, and only through installed snapshots.
+    acting = [w.numpy() for w in agent.acting.weights]
+    assert any(not np.array_equal(a, b) for a, b in zip(acting, initial, strict=True))
+    assert not inner.train_inline
+    agent.close()
+
+
+def test_a_dying_learner_thread_stops_the_run_with_the_pad_neutral(monkeypatch):
+    inner = small_agent()
+
+    def boom():
+        raise FloatingPointError("critic loss is NaN/Inf")
+
+    monkeypatch.setattr(inner, "train_once", boom)
+    agent = ThreadedAgent(inner, LearnerConfig(**SMALL))
+    pad = RecordingPad()
+    t0 = time.monotonic()
+    with pytest.raises(LearnerDied, match="NaN"):
+        live(agent, pad, seconds=10.0)
+    assert time.monotonic() - t0 < 5
+    assert pad.is_neutral and len(pad.sent) >= 16
+    agent.close()
+
+
+def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
+    agent = small_agent()
+    rng = np.random.default_rng(1)
+    frames = [rng.integers(0, 255, (3, *SHAPE), dtype=np.uint8) for _ in range(40)]
+    for i in range(39):
+        agent.observe(frames[i], agent.act(frames[i]), frames[i + 1], i == 0, False)
+    ckpt = Checkpointer(agent, tmp_path, keep=2)
+    for step in (10, 20, 39):
+        ckpt.save(step)
+    assert sorted(p.name for p in tmp_path.glob("state-*")) == ["state-20", "state-39"]
+    assert ckpt.latest.endswith("learner-39")
+    fresh = small_agent()
+    assert Checkpointer(fresh, tmp_path).restore() == 39
+    assert fresh.steps == agent.steps and len(fresh.replay) == len(agent.replay)
+    for a, b in zip(agent.learner.actor.weights, fresh.learner.actor.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        Checkpointer(small_agent(), tmp_path / "empty").restore()
+    with pytest.raises(CheckpointError, match="does not fit"):
+        Checkpointer(small_agent(hidden=24), tmp_path).restore()
+
+
+def test_explore_resume_continues_where_it_stopped(tmp_path):
+    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
+            "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
+            "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=60"]
+    assert cli.main(["explore", "--steps", "120", *args]) == 0
+    (run,) = list(tmp_path.iterdir())
+    first = json.loads((run / "summary.json").read_text())
+    assert first["checkpoint"].endswith("learner-120") and first["updates"] > 0
+    assert cli.main(["explore", "--resume", str(run), "--steps", "200", "--no-progress"]) == 0
+    second = json.loads((run / "summary.json").read_text())
+    assert second["resumed_at"] == 120 and second["steps"] == 80
+    assert second["checkpoint"].endswith("learner-200") and second["updates"] > first["updates"]
+    assert load(run / "config.toml").run.steps == 200
+    with pytest.raises(SystemExit):
+        cli.main(["explore", "--resume"])
