@@ -41,11 +41,14 @@ def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_
     inner = small_agent()
     agent = ThreadedAgent(inner, LearnerConfig(**SMALL, publish_every=5))
     initial = [w.numpy() for w in agent.acting.weights]
+    compiled = [inner.learner._policy, inner.learner._step, inner.novelty._reward_fn, inner.novelty._reset_fn]
+    traces = [f.experimental_get_tracing_count() for f in compiled]
     pad = RecordingPad()
     try:
         stats = live(agent, pad, seconds=2.0)
     finally:
         agent.stop_learning()
+    assert [f.experimental_get_tracing_count() for f in compiled] == traces  # nothing traced once running
     s = agent.stats()
     assert s["updates"] > 10 and s["published"] >= 1 and s["installed"] >= 1, s
     assert stats.steps >= 60 and pad.is_neutral
