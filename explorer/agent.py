@@ -74,11 +74,13 @@ class PolicyAgent:
         pass
 
 
-def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: bool = False) -> Agent:
+def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: bool = False, resume=None) -> Agent:
     """The agent ``config.run.agent`` names, for frames of ``obs_shape`` (``(H, W, C)``).
 
     ``live`` puts the learning agent's training on its own thread
     (:class:`explorer.live.ThreadedAgent`), so a real-time loop never waits for it.
+    ``resume`` is a run directory whose latest checkpoint the learning agent
+    continues from (an explore, play or replay run).
     """
     run = config.run
     if run.agent == "random":
@@ -88,6 +90,12 @@ def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: boo
     from explorer.learner import build_agent
     shape = (config.observation.stack, *obs_shape)
     agent = build_agent(config.learner, config.novelty, shape, episode_steps=0 if live else config.game.episode_steps)
+    if resume is not None:
+        from pathlib import Path
+
+        from explorer.checkpoint import Checkpointer
+        Checkpointer(agent, Path(resume) / "checkpoints").restore()
+        agent.new_episode = True  # whatever the game is doing now, it is not where the run stopped
     if live:
         from explorer.live import ThreadedAgent
         return ThreadedAgent(agent, config.learner)

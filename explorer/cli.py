@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="start from the latest checkpoint of an explore, play or replay run")
     p.add_argument("--game", action="store_true",
                    help="real-time test bed: start the built-in game in a visible window at 35 tics/s, capture that "
                         "window, and drive it through the pad bridge instead of a virtual pad")
@@ -146,12 +147,10 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     game = make_game(config)
     pad = DoomPad(game)
     ring = FrameRing(config.ring.capacity, game.shape)
-    agent = make_agent(config, game.shape, run.path)
+    agent = make_agent(config, game.shape, run.path, resume=run_path)
     checkpointer = Checkpointer(agent, run.path / "checkpoints") if hasattr(agent, "save_state") else None
-    start = 0
-    if run_path is not None and checkpointer is not None:
-        start = checkpointer.restore()
-        agent.new_episode = True  # the game restarts: a new episode begins where the run resumes
+    start = agent.steps if run_path is not None and checkpointer is not None else 0
+    if start:
         print(f"resumed {run.path} at step {start}", file=sys.stderr)
     coverage = Coverage()
     coverage.add(*_xy(game))
@@ -249,7 +248,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
     config = load_config(args, extra)
-    summary = play(config, dry_run=args.dry_run, with_game=args.game)
+    summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
     print(f"run directory: {summary['run_dir']}")
     print(f"{loop['steps']} ticks in {loop['seconds']:.1f} s: {loop['hz']:.1f} Hz (target {config.control.hz:g}), "
@@ -260,7 +259,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any = None,
-         countdown_s: float | None = None, with_game: bool = False) -> dict[str, Any]:
+         countdown_s: float | None = None, with_game: bool = False, resume: str | None = None) -> dict[str, Any]:
     """Live mode: capture thread → ring → agent → pad at ``control.hz``; returns the run summary.
 
     With ``with_game`` the built-in game runs in real time in a visible window
@@ -294,7 +293,7 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         ring = FrameRing(config.ring.capacity, screen.shape)
         run = RunDir(config.run.dir, "play", config)
         stack.callback(run.close)
-        agent = make_agent(config, screen.shape, run.path, live=True)
+        agent = make_agent(config, screen.shape, run.path, live=True, resume=resume)
         stack.callback(agent.close)
         if hasattr(agent, "check"):
             checks.append(agent.check)

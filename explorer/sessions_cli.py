@@ -55,7 +55,8 @@ def add_parsers(subparsers: Any, common: Callable[[argparse.ArgumentParser], Non
     p = subparsers.add_parser("replay", help="train on recorded sessions with no game running, or --evaluate a checkpoint")
     common(p)
     p.add_argument("sessions", nargs="+", metavar="SESSION", help="session directories (or folders of sessions)")
-    p.add_argument("--evaluate", metavar="CHECKPOINT", help="evaluate this checkpoint on the sessions instead of training")
+    p.add_argument("--evaluate", metavar="CHECKPOINT", help="evaluate a run's latest checkpoint (a run directory) or one checkpoint "
+                   "(<run>/checkpoints/learner-N) on the sessions instead of training")
     p.add_argument("--epochs", type=int, default=1, help="passes over the sessions (default 1)")
     p.add_argument("--steps", type=int, help="stop after this many transitions")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N", help="also save a checkpoint every N transitions")
@@ -246,8 +247,8 @@ class ReplayAgent(Protocol):
     def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:
         """One transition: ``uint8[k, H, W, C]``, ``float32[4]``, ``uint8[k, H, W, C]``; may train."""
 
-    def save(self, directory: str | Path) -> Path:
-        """Write a checkpoint into ``directory``."""
+    def save_state(self, directory: str | Path) -> None:
+        """Write what lives outside TensorFlow (replay, counters) into ``directory``."""
 
 
 def build_agent(config: Any, frame_shape: Sequence[int], episode_steps: int = 0) -> Any:
@@ -318,7 +319,8 @@ def replay_train(sessions: Sequence[str | Path | Session], agent: ReplayAgent, s
     window: dict[str, list[float]] = {}
     step = updates = 0
     t0 = time.monotonic()
-    checkpoint: Path | None = None
+    from explorer.checkpoint import Checkpointer
+    checkpointer = Checkpointer(agent, run_path / "checkpoints")
     done = False
     with writer.as_default():
         for _ in range(epochs):
@@ -335,7 +337,7 @@ def replay_train(sessions: Sequence[str | Path | Session], agent: ReplayAgent, s
                         if log is not None:
                             log(record)
                     if checkpoint_every and step % checkpoint_every == 0:
-                        checkpoint = agent.save(run_path / "checkpoints" / f"step-{step:08d}")
+                        checkpointer.save(step)
                     bar.update(1)
                     if max_steps is not None and step >= max_steps:
                         done = True
@@ -352,8 +354,9 @@ def replay_train(sessions: Sequence[str | Path | Session], agent: ReplayAgent, s
     writer.close()
     if step == 0:
         raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
-    final = run_path / "checkpoints" / f"step-{step:08d}"
-    checkpoint = agent.save(final) if checkpoint != final else checkpoint
+    if not (checkpoint_every and step % checkpoint_every == 0):
+        checkpointer.save(step)
+    checkpoint = checkpointer.latest
     plot = _plot_history(history, run_path / "training.png", f"replay of {len(sessions)} session(s), {step} transitions")
     return {"transitions": step, "updates": updates,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": str(checkpoint), "plot": str(plot),
@@ -559,7 +562,7 @@ def _plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
 # ---------------------------------------------------------------- replay: command
 
 def _checkpoint_config(checkpoint: Path) -> Path | None:
-    # A checkpoint inside a run directory (<run>/checkpoints/step-N) uses that run's config by default.
+    # A run directory, or a checkpoint inside one (<run>/checkpoints/learner-N), uses that run's config by default.
     for parent in (checkpoint, *list(checkpoint.parents)[:2]):
         if (parent / "config.toml").is_file():
             return parent / "config.toml"
@@ -587,7 +590,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     stack = config.observation.stack
     agent = build_agent(config, shape, _episode_steps(sessions))
     if checkpoint is not None:
-        agent.restore(checkpoint)
+        from explorer.checkpoint import Checkpointer
+        if (checkpoint / "checkpoints").is_dir():  # a run directory: its latest checkpoint
+            Checkpointer(agent, checkpoint / "checkpoints").restore()
+        else:  # a checkpoint path prefix: <run>/checkpoints/learner-N
+            Checkpointer(agent, checkpoint.parent).restore(str(checkpoint))
         run = RunDir(config.run.dir, "evaluate", config)
         summary = evaluate_policy(sessions, learning_agent_policy(agent), stack, run.path, novelty=agent.novelty)
         run.write_summary(summary)

@@ -362,7 +362,12 @@ def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
     assert summary["transitions"] == 58 and summary["updates"] > 30
     after = agent.learner.actor.weights
     assert any(not np.allclose(a, b.numpy()) for a, b in zip(before, after, strict=True))
-    assert (Path(summary["checkpoint"]) / "agent.json").exists()
+    assert summary["checkpoint"].endswith("learner-58")
+    assert (tmp_path / "run" / "checkpoints" / "state-58" / "agent.json").exists()
+    from explorer.checkpoint import Checkpointer
+    resumed = build_agent(learner, NoveltyConfig(signal="pixel"), (2, 16, 16, 1))
+    assert Checkpointer(resumed, tmp_path / "run" / "checkpoints").restore() == 58  # continues live or on the game
+    np.testing.assert_array_equal(resumed.learner.actor.weights[0].numpy(), after[0].numpy())
     assert list((tmp_path / "run" / "tb").iterdir()) and (tmp_path / "run" / "training.png").stat().st_size > 0
 
     evaluation = evaluate_policy([tmp_path / "s"], learning_agent_policy(agent), 2, tmp_path / "eval", novelty=agent.novelty)
