@@ -147,7 +147,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     game = make_game(config)
     pad = DoomPad(game)
     ring = FrameRing(config.ring.capacity, game.shape)
-    agent = make_agent(config, game.shape, run.path, resume=run_path)
+    agent: Any = make_agent(config, game.shape, run.path, resume=run_path)
     checkpointer = Checkpointer(agent, run.path / "checkpoints") if hasattr(agent, "save_state") else None
     start = agent.steps if run_path is not None and checkpointer is not None else 0
     if start:
@@ -293,7 +293,7 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         ring = FrameRing(config.ring.capacity, screen.shape)
         run = RunDir(config.run.dir, "play", config)
         stack.callback(run.close)
-        agent = make_agent(config, screen.shape, run.path, live=True, resume=resume)
+        agent: Any = make_agent(config, screen.shape, run.path, live=True, resume=resume)
         stack.callback(agent.close)
         if hasattr(agent, "check"):
             checks.append(agent.check)

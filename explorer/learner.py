@@ -82,7 +82,7 @@ def _init(seed: int) -> keras.initializers.Initializer:
     return keras.initializers.GlorotUniform(seed=seed)
 
 
-def build_encoder(obs_shape: tuple[int, int, int], config: LearnerConfig, seed: int, name: str) -> keras.Model:
+def build_encoder(obs_shape: tuple[int, ...], config: LearnerConfig, seed: int, name: str) -> keras.Model:
     """``uint8[H, W, k*C]`` -> ``float32[feature]``: strided convs, a dense layer, LayerNorm, tanh."""
     x_in = keras.Input(obs_shape, dtype="uint8")
     x = keras.layers.Rescaling(1.0 / 255)(x_in)
@@ -95,7 +95,7 @@ def build_encoder(obs_shape: tuple[int, int, int], config: LearnerConfig, seed: 
     return keras.Model(x_in, x, name=name)
 
 
-def build_actor(obs_shape: tuple[int, int, int], ctx_dim: int, config: LearnerConfig) -> keras.Model:
+def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig) -> keras.Model:
     """Policy CNN: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh means (and log-stds for SAC)."""
     out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
@@ -244,6 +244,10 @@ class Learner:
                 "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
                 "next_ctx": tf.TensorSpec([b, ctx_dim], tf.float32)}
         act_spec = [tf.TensorSpec([1, *self.obs_shape], tf.uint8), tf.TensorSpec([1, ctx_dim], tf.float32)]
+        # Compiled (tf.function) unless config.eager; typed loosely for that reason.
+        self._step: Any
+        self._critic_only: Any
+        self._policy: Any
         if config.eager:
             self._step, self._critic_only, self._policy = self._train_step, self._critic_step, self._policy_out
         else:
@@ -562,7 +566,7 @@ class LearningAgent:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         with self.replay.lock:
-            replay = self.replay.state()
+            replay: dict[str, Any] = self.replay.state()
             tmp = d / "replay.tmp.npz"
             np.savez(tmp, **replay)
         tmp.replace(d / "replay.npz")

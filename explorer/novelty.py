@@ -74,7 +74,7 @@ def ema_update(mean: tf.Tensor, var: tf.Tensor, x: tf.Tensor, decay: float, firs
 
 # ---------------------------------------------------------------- networks
 
-def random_cnn(frame_shape: tuple[int, int, int], seed: int, out: int | None, pooled: bool, name: str) -> keras.Model:
+def random_cnn(frame_shape: tuple[int, ...], seed: int, out: int | None, pooled: bool, name: str) -> keras.Model:
     """A small CNN on one ``uint8[H, W, C]`` frame (scaled to [0, 1]).
 
     ``pooled`` averages the last feature map over image columns, so a horizontal
