@@ -124,8 +124,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 0
 
 
-def explore(config: Config, progress: bool = True, run_path: str | Path | None = None) -> dict[str, Any]:
-    """The main job: explore the built-in game headless; returns the run summary."""
+def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
+            agent: Any = None) -> dict[str, Any]:
+    """The main job: explore the built-in game headless; returns the run summary.
+
+    Args:
+      config: the merged config.
+      progress: show a progress bar.
+      run_path: an existing run directory to resume (its latest checkpoint).
+      agent: an agent to use instead of the one ``run.agent`` names (benchmarks of outside agents).
+    """
     from tqdm import tqdm
 
     from explorer.agent import make_agent
@@ -147,7 +155,8 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     game = make_game(config)
     pad = DoomPad(game)
     ring = FrameRing(config.ring.capacity, game.shape)
-    agent: Any = make_agent(config, game.shape, run.path, resume=run_path)
+    if agent is None:
+        agent = make_agent(config, game.shape, run.path, resume=run_path)
     checkpointer = Checkpointer(agent, run.path / "checkpoints") if hasattr(agent, "save_state") else None
     start = agent.steps if run_path is not None and checkpointer is not None else 0
     if start:

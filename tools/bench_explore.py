@@ -18,49 +18,16 @@ import argparse
 import json
 import os
 import sys
-import time
-from collections import deque
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-CELL = 64.0  # map units per coverage cell
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
 
 
-class UniformAgent:
-    """Uniform random sticks every step."""
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-
-    def act(self, obs) -> np.ndarray:
-        return self.rng.uniform(-1, 1, 4).astype(np.float32)
-
-    def observe(self, *args) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
-class StickyAgent(UniformAgent):
-    """Uniform random sticks, each held for ``hold`` steps."""
-
-    def __init__(self, seed: int, hold: int = 8):
-        super().__init__(seed)
-        self.hold, self.t, self.a = hold, 0, np.zeros(4, np.float32)
-
-    def act(self, obs) -> np.ndarray:
-        if self.t % self.hold == 0:
-            self.a = self.rng.uniform(-1, 1, 4).astype(np.float32)
-        self.t += 1
-        return self.a
-
-
-class OriginalAgent(UniformAgent):
+class OriginalAgent:
     """The original question: a CNN policy trained with the pixel novelty of frames as its loss.
 
     The first update fails (no gradient reaches the policy); the agent then acts
@@ -84,6 +51,9 @@ class OriginalAgent(UniformAgent):
         self.check_gradients = check_gradients
         self.failure: str | None = None
         self.report: str | None = None
+
+    def close(self) -> None:
+        pass
 
     def act(self, obs) -> np.ndarray:
         x = np.asarray(obs).transpose(1, 2, 0, 3).reshape(1, *np.asarray(obs).shape[1:3], -1)
@@ -110,80 +80,41 @@ class OriginalAgent(UniformAgent):
         return {}
 
 
-def run(agent_name: str, seed: int, steps: int, overrides: list[str], log_every: int) -> dict:
-    from explorer.config import Config
-    from explorer.games.vizdoom import DoomGame, DoomPad
-    config = Config().replace(**{"game.seed": seed, "game.scenario": "my_way_home", "game.episode_steps": 525})
-    game = DoomGame(config.game, config.observation)
-    pad = DoomPad(game)
-    k = config.observation.stack
-    obs_shape = (k, *game.shape)
+def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path) -> dict:
+    """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures."""
+    from explorer.cli import explore
+    from explorer.config import load, quote
+
+    sets = [f"game.seed={seed}", f"run.seed={seed}", f"learner.seed={seed}", f"run.steps={steps}",
+            "game.scenario=my_way_home", "game.episode_steps=525", f"run.dir={quote(str(out / 'runs'))}",
+            f"run.log_every={max(steps // 20, 1)}"]
+    agent = None
     if agent_name == "uniform":
-        agent = UniformAgent(seed)
+        sets.append("run.agent=random")
     elif agent_name == "sticky":
-        agent = StickyAgent(seed)
+        sets += ["run.agent=sticky", "run.sticky_steps=8"]
     elif agent_name == "original":
-        agent = OriginalAgent(seed, obs_shape)
+        sets.append("run.agent=random")  # replaced by the agent below
+        config = load(None, sets)
+        agent = OriginalAgent(seed, (config.observation.stack, config.observation.height, config.observation.width,
+                                     1 if config.observation.grayscale else 3))
     else:
-        from explorer.config import LearnerConfig, NoveltyConfig
-        from explorer.learner import build_agent
-        sections: dict[str, dict] = {"learner": {"seed": seed}, "novelty": {"signal": agent_name}}
-        for text in overrides:
-            key, value = text.split("=", 1)
-            section, field = key.split(".", 1)
-            try:
-                sections[section][field] = json.loads(value)
-            except json.JSONDecodeError:
-                sections[section][field] = value  # a bare word is a string
-        agent = build_agent(LearnerConfig(**sections["learner"]), NoveltyConfig(**sections["novelty"]),
-                            obs_shape, config.game.episode_steps)
-    frames = deque([game.grab()] * k, maxlen=k)
-    first = True
-    cells: set = set()
-    all_cells: set = set()
-    per_episode: list[int] = []
-    curve: list[tuple[int, int]] = []
-    metrics_log: list[dict] = []
-    actions: deque = deque(maxlen=2000)
-    t0 = time.perf_counter()
-    for step in range(steps):
-        p = game.position()
-        cell = (int(p.x // CELL), int(p.y // CELL))
-        cells.add(cell)
-        all_cells.add(cell)
-        obs = np.stack(frames)
-        action = agent.act(obs)
-        actions.append(action)
-        pad.send(action)
-        game.advance()
-        last = game.episode_ended
-        frames.append(game.grab())  # after the last step, the episode's last frame
-        next_obs = np.stack(frames)
-        m = agent.observe(obs, action, next_obs, first, last)
-        if len(m) > 1:
-            metrics_log.append(m)
-        first = last
-        if last:
-            per_episode.append(len(cells))
-            curve.append((step + 1, len(cells)))
-            cells = set()
-            game.new_episode()
-            frames = deque([game.grab()] * k, maxlen=k)
-        if log_every and (step + 1) % log_every == 0:
-            recent = per_episode[-10:]
-            last_m = {key: round(v, 3) for key, v in (metrics_log[-1] if metrics_log else {}).items()}
-            print(f"[{agent_name} s{seed}] step {step + 1} cov(last10)={np.mean(recent) if recent else 0:.1f} "
-                  f"total={len(all_cells)} {((step + 1) / (time.perf_counter() - t0)):.1f} steps/s "
-                  f"mean action {np.round(np.mean(actions, 0), 2)} mean |action| {np.round(np.mean(np.abs(actions), 0), 2)} {last_m}", flush=True)
-    wall = time.perf_counter() - t0
-    game.close()
-    agent.close()
-    updates = int(getattr(getattr(agent, "learner", None), "updates", np.int64(0)).numpy()) if hasattr(agent, "learner") else 0
-    return {"agent": agent_name, "seed": seed, "steps": steps, "game": config.game.model_dump(mode="json"),
-            "overrides": overrides, "per_episode": per_episode, "curve": curve,
-            "coverage_last20": float(np.mean(per_episode[-20:])) if per_episode else 0.0,
-            "total_cells": len(all_cells), "steps_per_s": steps / wall, "updates_per_s": updates / wall,
-            "wall_s": wall, "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None)}
+        sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
+    config = load(None, sets)
+    summary = explore(config, progress=False, agent=agent)
+    lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
+    curve = [(r["step"], r["cells"]) for r in map(json.loads, lines) if "episode" in r]
+    per_episode = summary["cells_per_episode"]
+    seconds = summary["seconds"]
+    result = {"agent": agent_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
+              "overrides": overrides if agent is None and agent_name not in ("uniform", "sticky") else [],
+              "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
+              "total_cells": summary["distinct_cells"], "steps_per_s": summary["steps_per_s"],
+              "updates_per_s": summary["updates"] / seconds if seconds else 0.0, "wall_s": seconds,
+              "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None)}
+    print(f"[{agent_name} s{seed}] {result['coverage_last20']:.1f} cells/episode (last 20), {result['total_cells']} cells, "
+          f"{result['steps_per_s']:.1f} steps/s, {result['updates_per_s']:.1f} updates/s", flush=True)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents")
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow intra-op threads (0 = default)")
-    ap.add_argument("--out", default="/tmp/research/bench", help="folder for results.json and coverage.png")
-    ap.add_argument("--log-every", type=int, default=5000)
+    ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png and the runs")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     if args.threads:
@@ -208,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.agents:
         for seed in args.seeds:
-            r = run(name, seed, args.steps, args.overrides, args.log_every)
+            r = run(name, seed, args.steps, args.overrides, out)
             results.append(r)
             (out / "results.json").write_text(json.dumps(results))
             if r["failure"]:
