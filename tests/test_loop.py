@@ -215,3 +215,21 @@ def test_blank_stream_is_reported():
     with pytest.raises(Exception, match="uniform"):
         capture.check()
     capture.stop()
+
+
+def test_acting_pauses_while_the_game_window_is_not_in_front():
+    ring, pad = FrameRing(16, SHAPE), RecordingPad()
+    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
+    t0 = time.monotonic()
+
+    def focused():  # the window loses focus between 0.2 s and 0.5 s
+        return not 0.2 <= time.monotonic() - t0 < 0.5
+
+    stats = run_loop(LiveClock(capture, ring, hz=50), ring, Spy(policy_agent()), pad, stack=3, max_seconds=0.8,
+                     focused=focused)
+    away = [t - t0 for (kind, _), t in zip(pad.calls, pad.times, strict=True) if kind == "send" and 0.25 <= t - t0 < 0.5]
+    assert away == []  # nothing sent while away
+    neutral_at = [t - t0 for (kind, _), t in zip(pad.calls, pad.times, strict=True) if kind == "neutral"]
+    assert any(0.2 <= t < 0.3 for t in neutral_at)  # centred as focus was lost
+    assert any(t >= 0.5 for (kind, _), t in zip(pad.calls, [x - t0 for x in pad.times], strict=True) if kind == "send")
+    assert stats.steps > 10 and pad.is_neutral
