@@ -51,7 +51,8 @@ class ThreadedAgent:
         self.metrics: dict[str, float] = {}
         self._snapshot: list[np.ndarray] | None = None
         self._stop = threading.Event()
-        self._started = time.monotonic()
+        self._first_update: float | None = None  # learning starts after the warm-up steps
+        self._last_update = 0.0
         self._train_s = 0.0
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
         self._thread.start()
@@ -86,9 +87,10 @@ class ThreadedAgent:
         self.agent.close()
 
     def stats(self) -> dict[str, float]:
-        """Updates, updates/s since start, snapshots published and installed."""
-        elapsed = max(time.monotonic() - self._started, 1e-9)
-        return {"updates": self.updates, "updates_per_s": self.updates / elapsed,
+        """Updates, updates/s since learning began (after the warm-up), snapshots published and installed."""
+        first = self._first_update
+        rate = (self.updates - 1) / (self._last_update - first) if first is not None and self._last_update > first else 0.0
+        return {"updates": self.updates, "updates_per_s": rate,
                 "train_seconds": round(self._train_s, 2), "published": self.published, "installed": self.installed}
 
     # ---------------------------------------------------------------- learner thread
@@ -100,9 +102,12 @@ class ThreadedAgent:
                     self._stop.wait(0.02)
                     continue
                 t0 = time.monotonic()
+                if self._first_update is None:
+                    self._first_update = t0
                 metrics = self.agent.train_once()
                 self.updates += 1
-                self._train_s += time.monotonic() - t0
+                self._last_update = time.monotonic()
+                self._train_s += self._last_update - t0
                 if self.updates % self.config.publish_every == 0:
                     self._snapshot = [w.numpy() for w in self.agent.learner.actor.weights]
                     self.published += 1
