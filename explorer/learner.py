@@ -140,7 +140,11 @@ class Replay:
         self.frame_capacity = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
         self.capacity = self.frame_capacity
         n = self.capacity
-        self.frames = np.zeros((self.frame_capacity, *frame_shape), np.uint8)
+        # Touch every page now: the whole memory cap is taken at the start, so a long run's
+        # memory stays flat instead of creeping up as the replay fills (and a cap the machine
+        # cannot hold fails at once, not an hour in).
+        self.frames = np.empty((self.frame_capacity, *frame_shape), np.uint8)
+        self.frames.fill(0)
         self.obs_ids = np.zeros((n, stack), np.int64)
         self.next_ids = np.zeros((n, stack), np.int64)
         self.action = np.zeros((n, ACTION_DIM), np.float32)
