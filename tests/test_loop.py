@@ -66,7 +66,7 @@ class Spy:
         return {}
 
     def close(self):
-        pass
+        self.closed = True
 
 
 def policy_agent():
