@@ -57,15 +57,13 @@ class PolicyAgent:
 
     def __init__(self, model: keras.Model, eager: bool = False):
         self.model = model
-        self._act = model.__call__ if eager else tf.function(self._forward, reduce_retracing=True)
+        self._act = self._forward if eager else tf.function(self._forward, reduce_retracing=True)
 
     def _forward(self, obs: tf.Tensor) -> tf.Tensor:
         return self.model(stack_frames(obs)[None], training=False)[0]
 
     def act(self, obs: tf.Tensor) -> np.ndarray:
-        if self._act is self.model.__call__:
-            return self.model(stack_frames(obs)[None], training=False)[0].numpy()
-        return self._act(obs).numpy()
+        return self._act(tf.convert_to_tensor(obs)).numpy()
 
     def observe(self, obs, action, next_obs, first, last) -> dict[str, float]:
         return {}

@@ -233,3 +233,9 @@ def test_acting_pauses_while_the_game_window_is_not_in_front():
     assert any(0.2 <= t < 0.3 for t in neutral_at)  # centred as focus was lost
     assert any(t >= 0.5 for (kind, _), t in zip(pad.calls, [x - t0 for x in pad.times], strict=True) if kind == "send")
     assert stats.steps > 10 and pad.is_neutral
+
+
+def test_policy_agent_acts_the_same_eagerly_and_compiled():
+    model = build_policy((16, 16, 3), filters=(4, 4), hidden=8)
+    obs = np.random.default_rng(3).integers(0, 255, (3, *SHAPE), dtype=np.uint8)
+    np.testing.assert_allclose(PolicyAgent(model, eager=True).act(obs), PolicyAgent(model).act(obs), atol=1e-6)
