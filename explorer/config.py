@@ -130,6 +130,14 @@ class NoveltyConfig(_Section):
         "inverse: CNN learned by inverse dynamics (predict the action from two frames); "
         "temporal: CNN learned so that frames a few steps apart are close (reachability, contrastive)")
     embed_dim: int = Field(64, gt=0, description="embedding width, features (random/inverse; pooled uses rows x filters)")
+    episodic_reward: Literal["distance", "new_place"] = Field(
+        "distance", description="episodic reward. distance: mean kNN distance to this episode's embeddings, divided by "
+        "its running mean (Never Give Up); new_place: 1 when the new embedding is farther from every place remembered "
+        "this episode than the running place_quantile of such distances, and it is then remembered as a place, "
+        "else 0 (Episodic Curiosity): standing still or turning in place earns nothing")
+    place_quantile: float = Field(0.5, gt=0, lt=1, description="new_place: quantile of recent nearest-place distances "
+                                  "a new embedding must exceed (higher: fewer, farther-apart places)")
+    place_history: int = Field(2000, gt=0, description="new_place: recent nearest-place distances the quantile is taken over, agent steps")
     knn: int = Field(3, gt=0, description="neighbours averaged by the episodic kNN distance")
     exclude_recent: int = Field(25, ge=0, description="newest episode embeddings ignored by the kNN, agent steps "
                                 "(novelty then means far from what was seen before, not from a moment ago)")
@@ -160,6 +168,10 @@ class LearnerConfig(_Section):
     hidden: int = Field(256, gt=0, description="width of critic and actor heads")
     feature: int = Field(128, gt=0, description="encoder output width")
     filters: tuple[int, ...] = Field((16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
+    augment: int = Field(0, ge=0, description="random-shift augmentation of replayed observations for the critics, "
+                         "pixels: each picture is padded by this much and cropped back at a random offset (DrQ); 0: off")
+    shared_encoder: bool = Field(False, description="the actor reads the critic's encoder features, held fixed in the actor "
+                                 "loss (DrQ, SAC-AE), instead of a CNN of its own trained through the critic's gradient")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per agent step")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")

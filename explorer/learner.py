@@ -76,6 +76,19 @@ def squash(mean: tf.Tensor, log_std: tf.Tensor, eps: tf.Tensor) -> tuple[tf.Tens
     return a, logp
 
 
+def shift_crop(images: tf.Tensor, pad: int, offsets: tf.Tensor) -> tf.Tensor:
+    """Pad ``images`` (``[B, H, W, C]``) by ``pad`` pixels (edge rows/columns mirrored) and crop back at ``offsets``.
+
+    Args:
+      offsets: ``int32[2, B]``, row and column offsets in ``[0, 2 * pad]``; ``pad`` leaves a picture where it was.
+    """
+    h, w = images.shape[1], images.shape[2]
+    padded = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
+    rows = offsets[0][:, None] + tf.range(h)[None]
+    cols = offsets[1][:, None] + tf.range(w)[None]
+    return tf.gather(tf.gather(padded, rows, axis=1, batch_dims=1), cols, axis=2, batch_dims=1)
+
+
 # ---------------------------------------------------------------- networks
 
 def _init(seed: int) -> keras.initializers.Initializer:
@@ -107,6 +120,19 @@ def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig)
     y = keras.layers.Dense(out, kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
                            name="actor_out")(h)
     return keras.Model([obs_in, ctx_in], y, name="actor")
+
+
+def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig) -> keras.Model:
+    """Actor on the critic's encoder features: ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
+    out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
+    f_in = keras.Input([feature], name="features")
+    ctx_in = keras.Input([ctx_dim], name="context")
+    h = keras.layers.Concatenate()([f_in, ctx_in])
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
+    y = keras.layers.Dense(out, kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
+                           name="actor_out")(h)
+    return keras.Model([f_in, ctx_in], y, name="actor_head")
 
 
 def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str) -> keras.Model:
@@ -222,8 +248,10 @@ class Learner:
         self.novelty = novelty
         self.obs_shape = tuple(obs_shape)
         self.ctx_dim = ctx_dim
-        self.actor = build_actor(self.obs_shape, ctx_dim, config)
         self.encoder = build_encoder(self.obs_shape, config, config.seed + 200, "critic_encoder")
+        # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
+        # critic's encoder followed by the actor head, and the actor loss trains the head only.
+        self.actor, self.policy_net = self._build_policy(self.encoder)
         self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads")
         self.target_encoder = build_encoder(self.obs_shape, config, config.seed + 200, "target_encoder")
         self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads")
@@ -262,21 +290,50 @@ class Learner:
         self.check_path()
         self.warm_up()
 
+    def _build_policy(self, encoder: keras.Model) -> tuple[keras.Model, keras.Model]:
+        """``(actor, policy_net)``: what the actor loss trains, and the whole ``(obs, ctx) -> outputs`` model."""
+        if not self.config.shared_encoder:
+            actor = build_actor(self.obs_shape, self.ctx_dim, self.config)
+            return actor, actor
+        head = build_actor_head(self.config.feature, self.ctx_dim, self.config)
+        obs_in = keras.Input(self.obs_shape, dtype="uint8", name="obs")
+        ctx_in = keras.Input([self.ctx_dim], name="context")
+        return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), ctx_in]), name="policy")
+
+    def augment(self, obs: tf.Tensor) -> tf.Tensor:
+        """Random shift of a batch of observations by up to ``config.augment`` pixels (identity when 0)."""
+        pad = self.config.augment
+        if not pad:
+            return obs
+        offsets = self.rng.uniform([2, tf.shape(obs)[0]], minval=0, maxval=2 * pad + 1, dtype=tf.int32)
+        return shift_crop(obs, pad, offsets)
+
     # -- pieces used by the step and by the guard
     def alpha(self) -> tf.Tensor:
         return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
 
     def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor, actor: keras.Model | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """Pre-tanh mean and log-std (TD3: log-std is a dummy zero), from ``actor`` (default: the trained one)."""
-        y = (actor or self.actor)([obs, ctx], training=False)
+        y = (actor or self.policy_net)([obs, ctx], training=False)
         if self.config.algo == "sac":
             mean, log_std = tf.split(y, 2, axis=-1)
             return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
         return y, tf.zeros_like(y)
 
-    def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Action in [-1, 1], its per-axis log-prob ``[B, 4]`` (SAC; zeros for TD3) and the pre-tanh mean."""
-        y = self.actor([obs, ctx], training=training)
+    def _actor_out(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None) -> tf.Tensor:
+        if not self.config.shared_encoder:
+            return self.actor([obs, ctx], training=training)
+        if features is None:
+            features = self.encoder(obs, training=False)
+        return self.actor([tf.stop_gradient(features), ctx], training=training)
+
+    def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool,
+                features: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Action in [-1, 1], its per-axis log-prob ``[B, 4]`` (SAC; zeros for TD3) and the pre-tanh mean.
+
+        ``features``: the critic encoder's features of ``obs``, used (held fixed) by a shared-encoder actor.
+        """
+        y = self._actor_out(obs, ctx, training, features)
         if self.config.algo == "sac":
             mean, log_std = tf.split(y, 2, axis=-1)
             log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
@@ -286,27 +343,31 @@ class Learner:
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
-        a, logp, mean = self._sample(obs, ctx, training=True)
+        a, logp, mean = self._sample(obs, ctx, training=True, features=features)
         q = tf.reduce_min(self.heads([tf.stop_gradient(features), a, ctx], training=False), axis=-1)
         penalty = self.config.preact_penalty * tf.reduce_mean(tf.square(mean))
         loss = tf.reduce_mean(tf.reduce_sum(tf.stop_gradient(self.alpha()) * logp, -1) - q) + penalty
         return loss, {"actor_loss": loss, "q": tf.reduce_mean(q), "logp": tf.reduce_mean(tf.reduce_sum(logp, -1)),
                       "logp_axes": tf.reduce_mean(logp, 0), "abs_mean": tf.reduce_mean(tf.abs(mean))}
 
-    def critic_loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+    def critic_loss(self, batch: dict[str, tf.Tensor],
+                    obs: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+        """Squared TD error of both critics, their features of ``obs`` (default: the batch's, shifted) and metrics."""
         c = self.config
-        next_obs, next_ctx = batch["next_obs"], batch["next_ctx"]
+        if obs is None:
+            obs = self.augment(batch["obs"])
+        next_obs, next_ctx = self.augment(batch["next_obs"]), batch["next_ctx"]
+        next_features = self.target_encoder(next_obs, training=False)
         if c.algo == "sac":
-            next_a, next_logp_axes, _ = self._sample(next_obs, next_ctx, training=False)
+            next_a, next_logp_axes, _ = self._sample(next_obs, next_ctx, training=False, features=next_features)
             next_logp = tf.reduce_sum(self.alpha() * next_logp_axes, -1)
         else:
-            y = self.actor([next_obs, next_ctx], training=False)
+            y = self._actor_out(next_obs, next_ctx, False, next_features)
             noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
             next_a, next_logp = tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0), None
-        next_q = tf.reduce_min(self.target_heads([self.target_encoder(next_obs, training=False), next_a, next_ctx],
-                                                 training=False), axis=-1)
+        next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_ctx], training=False), axis=-1)
         y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
-        features = self.encoder(batch["obs"], training=True)
+        features = self.encoder(obs, training=True)
         q = self.heads([features, batch["action"], batch["ctx"]], training=True)
         loss = tf.reduce_mean(tf.square(q - y[:, None]))
         return loss, features, {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
@@ -323,9 +384,11 @@ class Learner:
             opt.apply_gradients(zip(grads, variables, strict=True))
         return norm
 
-    def _critic_step(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    def _critic_step(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+        """One critic update; returns the (shifted) observations it saw, their features, and metrics."""
+        obs = self.augment(batch["obs"])
         with tf.GradientTape() as tape:
-            loss, features, metrics = self.critic_loss(batch)
+            loss, features, metrics = self.critic_loss(batch, obs)
         metrics["critic_grad_norm"] = self._apply(self.critic_opt, tape, loss, self.critic_vars, self.config.clip_norm, "critic")
         metrics.update(self.novelty.train(batch["obs"], batch["action"], batch["next_obs"]))
         tau = self.config.tau
@@ -333,12 +396,13 @@ class Learner:
             for s, d in zip(src.trainable_variables, dst.trainable_variables, strict=True):
                 d.assign(tau * s + (1.0 - tau) * d)
         self.updates.assign_add(1)
-        return features, metrics
+        return obs, features, metrics
 
     def _train_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        features, metrics = self._critic_step(batch)
+        # The actor sees the pictures the critic was just fitted on (shifted, when augmenting).
+        obs, features, metrics = self._critic_step(batch)
         with tf.GradientTape() as tape:
-            loss, actor_metrics = self.actor_loss(batch["obs"], batch["ctx"], features)
+            loss, actor_metrics = self.actor_loss(obs, batch["ctx"], features)
         logp_axes = actor_metrics.pop("logp_axes")
         metrics.update(actor_metrics)
         metrics["actor_grad_norm"] = self._apply(self.actor_opt, tape, loss, self.actor.trainable_variables,
@@ -356,7 +420,7 @@ class Learner:
         tensors = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         try:
             if self.config.algo == "td3" and int(self.updates.numpy()) % self.config.td3_policy_delay:
-                return self._critic_only(tensors)[1]
+                return self._critic_only(tensors)[2]
             return self._step(tensors)
         except tf.errors.InvalidArgumentError as err:
             if "NaN/Inf" in str(err):
@@ -376,8 +440,9 @@ class Learner:
         ``copy.set_weights(snapshot)`` on the control thread, between two
         actions, so an action never sees half-updated weights.
         """
-        copy = build_actor(self.obs_shape, self.ctx_dim, self.config)
-        copy.set_weights(self.actor.get_weights())
+        encoder = build_encoder(self.obs_shape, self.config, self.config.seed + 200, "acting_encoder")
+        copy = self._build_policy(encoder)[1]
+        copy.set_weights(self.policy_net.get_weights())
         spec = [tf.TensorSpec([1, *self.obs_shape], tf.uint8), tf.TensorSpec([1, self.ctx_dim], tf.float32)]
         fn = lambda obs, ctx: self._policy_out(obs, ctx, copy)  # noqa: E731
         self._policy = fn if self.config.eager else tf.function(fn, input_signature=spec)

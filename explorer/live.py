@@ -109,7 +109,7 @@ class ThreadedAgent:
                 self._last_update = time.monotonic()
                 self._train_s += self._last_update - t0
                 if self.updates % self.config.publish_every == 0:
-                    self._snapshot = [w.numpy() for w in self.agent.learner.actor.weights]
+                    self._snapshot = [w.numpy() for w in self.agent.learner.policy_net.weights]
                     self.published += 1
                     self.metrics = metrics
                 rest = min_period - (time.monotonic() - t0)

@@ -53,6 +53,21 @@ def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, 
     return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest), lambda: tf.constant(-1.0))
 
 
+def running_quantile(history: tf.Tensor, count: tf.Tensor, q: float) -> tf.Tensor:
+    """The ``q`` quantile (lower value, no interpolation) of the valid entries of a ring of scalars.
+
+    Args:
+      history: ``float32[N]``, a ring; count: entries ever written (only ``min(count, N)`` are valid).
+
+    Returns:
+      ``float32`` scalar; 0 when nothing is valid.
+    """
+    n = tf.minimum(tf.cast(count, tf.int32), tf.shape(history)[0])
+    ordered = tf.sort(history[:n])
+    index = tf.cast(tf.floor(q * tf.cast(n - 1, tf.float32)), tf.int32)
+    return tf.cond(n > 0, lambda: ordered[tf.maximum(index, 0)], lambda: tf.constant(0.0))
+
+
 def pixel_difference(frame: tf.Tensor, recent: tf.Tensor) -> tf.Tensor:
     """Mean absolute pixel difference of ``frame`` to each recent frame, averaged, in [0, 1].
 
@@ -158,7 +173,13 @@ class Novelty:
 
 
 class EpisodicNovelty(Novelty):
-    """Never-Give-Up style: kNN distance of the new embedding to this episode's embeddings."""
+    """Never-Give-Up style: kNN distance of the new embedding to this episode's embeddings.
+
+    With ``episodic_reward = "new_place"`` the memory holds only places: an
+    embedding farther from all of them than the running quantile of such
+    distances is a new place, earns 1 and is remembered; anything else earns 0
+    (in the manner of Savinov et al., Episodic Curiosity through Reachability, 2019).
+    """
 
     name = "episodic"
 
@@ -171,6 +192,9 @@ class EpisodicNovelty(Novelty):
         dim = int(self.embed.output_shape[-1])
         self.memory = tf.Variable(tf.zeros([config.episode_capacity, dim]), trainable=False, name="episodic_memory")
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="episodic_count")
+        self.places = config.episodic_reward == "new_place"
+        self.history = tf.Variable(tf.zeros([config.place_history]), trainable=False, name="place_history")
+        self.history_count = tf.Variable(0, dtype=tf.int64, trainable=False, name="place_history_count")
         self.inverse: keras.Model | None = None
         if config.embedding == "inverse":
             self.inverse = keras.Sequential([
@@ -200,7 +224,25 @@ class EpisodicNovelty(Novelty):
         self._add(e)
         return d
 
+    def _new_place(self, next_obs: tf.Tensor) -> tf.Tensor:
+        e = self._embed(self.newest(next_obs))
+        d = knn_distance(e, self.memory, self.count, 1)
+        threshold = running_quantile(self.history, self.history_count, self.config.place_quantile)
+        slot = tf.cast(self.history_count % self.config.place_history, tf.int32)
+        self.history.scatter_nd_update([[slot]], d[None])
+        self.history_count.assign_add(1)
+        new = d > threshold
+        def remember() -> tf.Tensor:
+            self._add(e)
+            return tf.constant(True)
+
+        tf.cond(new, remember, lambda: tf.constant(False))
+        self.steps.assign_add(1)
+        return tf.cast(new, tf.float32)
+
     def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        if self.places:
+            return self._new_place(next_obs)
         raw = self._raw(obs, action, next_obs)
         # Early in an episode nothing is old enough to compare with: "as new as usual".
         return tf.cond(raw < 0, lambda: tf.constant(1.0), lambda: self._normalise(raw))
@@ -238,7 +280,8 @@ class EpisodicNovelty(Novelty):
         return {"temporal_loss": loss}
 
     def checkpoint_items(self) -> dict[str, Any]:
-        items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed}
+        items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
+                 "history": self.history, "history_count": self.history_count}
         if self.temporal:
             items.update(optimizer=self.optimizer)
         if self.inverse is not None:

@@ -8,7 +8,14 @@ import tensorflow as tf
 
 from explorer.config import LearnerConfig, NoveltyConfig
 from explorer.guard import GradientPathError, check_gradients
-from explorer.learner import Learner, NonFiniteLossError, build_agent, squash, td_targets
+from explorer.learner import (
+    Learner,
+    NonFiniteLossError,
+    build_agent,
+    shift_crop,
+    squash,
+    td_targets,
+)
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
 SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=100, update_every=1,
@@ -63,6 +70,15 @@ def test_squash_log_prob_by_hand():
     np.testing.assert_allclose(logp.numpy(), np.full([1, 4], -0.5 * np.log(2 * np.pi)), rtol=1e-5)
 
 
+def test_shift_crop_by_hand():
+    x = tf.reshape(tf.range(16), [1, 4, 4, 1])
+    same = shift_crop(x, 1, tf.constant([[1], [1]]))  # offset == pad: the picture stays where it was
+    np.testing.assert_array_equal(same.numpy(), x.numpy())
+    moved = shift_crop(x, 1, tf.constant([[0], [2]]))[0, :, :, 0].numpy()
+    # one row down (the top row mirrored in), one column left (the right column mirrored in)
+    np.testing.assert_array_equal(moved, [[1, 2, 3, 3], [1, 2, 3, 3], [5, 6, 7, 7], [9, 10, 11, 11]])
+
+
 def test_n_step_returns_in_replay():
     agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}),
                         NoveltyConfig(), SHAPE, episode_steps=4)
@@ -101,6 +117,21 @@ def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
     assert check_gradients(lambda: learner.actor_loss(batch["obs"], batch["ctx"], features)[0], variables).ok
 
 
+def test_shared_encoder_actor_head_gets_gradients_and_the_encoder_learns_from_the_critic():
+    learner = build_agent(LearnerConfig(**SMALL, shared_encoder=True, augment=2), NoveltyConfig(), SHAPE).learner
+    batch = learner.dummy_batch()
+    features = learner.encoder(batch["obs"])
+    head = learner.actor.trainable_variables
+    assert not {id(v) for v in head} & {id(v) for v in learner.encoder.trainable_variables}
+    assert check_gradients(lambda: learner.actor_loss(batch["obs"], batch["ctx"], features)[0], head).ok
+    assert check_gradients(lambda: learner.critic_loss(batch)[0], learner.encoder.trainable_variables).ok
+    # the acting policy is the critic's encoder followed by the head
+    before = learner.policy(batch["obs"][:1], batch["ctx"][:1])[0]
+    conv = learner.encoder.get_layer("critic_encoder_conv0")
+    conv.kernel.assign_add(tf.ones_like(conv.kernel))
+    assert not np.allclose(before, learner.policy(batch["obs"][:1], batch["ctx"][:1])[0])
+
+
 def test_nan_loss_is_a_clear_error():
     learner = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE).learner
     batch = {k: v.numpy() for k, v in learner.dummy_batch().items()}
@@ -122,8 +153,10 @@ def test_learner_refuses_a_broken_path():
         ArgmaxLearner(LearnerConfig(**SMALL), agent.novelty, (16, 16, 2), agent.ctx_dim)
 
 
-def test_learns_to_push_the_stick_that_changes_the_picture():
-    agent = build_agent(LearnerConfig(**SMALL), NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0), SHAPE, episode_steps=50)
+@pytest.mark.parametrize("variant", [{}, {"shared_encoder": True, "augment": 2}])
+def test_learns_to_push_the_stick_that_changes_the_picture(variant):
+    agent = build_agent(LearnerConfig(**SMALL, **variant), NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0),
+                        SHAPE, episode_steps=50)
     _, actions = play(agent, WalkGame(), 500)
     late = np.array(actions[-100:])
     assert np.mean(late[:, 3] > 0.2) > 0.8, np.mean(late, 0)

@@ -7,7 +7,13 @@ import pytest
 import tensorflow as tf
 
 from explorer.config import NoveltyConfig
-from explorer.novelty import ema_update, knn_distance, make_novelty, pixel_difference
+from explorer.novelty import (
+    ema_update,
+    knn_distance,
+    make_novelty,
+    pixel_difference,
+    running_quantile,
+)
 
 MEMORY = tf.constant([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0], [99.0, 99.0]])
 
@@ -37,6 +43,31 @@ def test_knn_distance_excludes_the_newest_entries():
     d = knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(6), k=2, exclude=2)
     assert float(d) == pytest.approx((10.0 + np.hypot(99, 99)) / 2, abs=1e-2)
     assert float(knn_distance(tf.constant([0.0, 0.0]), MEMORY, tf.constant(2), k=1, exclude=2)) == -1.0
+
+
+def test_running_quantile_by_hand():
+    ring = tf.constant([5.0, 1.0, 3.0, 0.0])
+    # only the first 3 entries are written: sorted 1, 3, 5
+    assert float(running_quantile(ring, tf.constant(3), 0.5)) == 3.0
+    assert float(running_quantile(ring, tf.constant(3), 0.9)) == 3.0  # lower value, no interpolation
+    assert float(running_quantile(ring, tf.constant(7), 0.99)) == 3.0  # wrapped: 0, 1, 3, 5 -> index 2
+    assert float(running_quantile(ring, tf.constant(0), 0.5)) == 0.0
+
+
+def test_new_place_rewards_only_a_new_place_once():
+    config = NoveltyConfig(embedding="random", episodic_reward="new_place", place_quantile=0.5)
+    signal = make_novelty(config, (8, 8, 1), 1)
+    rng = np.random.default_rng(0)
+    start, elsewhere = (tf.constant(rng.integers(0, 256, (8, 8, 1), dtype=np.uint8)) for _ in range(2))
+    signal.reset(start)
+    zero = tf.zeros(4)
+    # standing still (the same picture) never earns after the start; the first view of another place earns 1, once
+    rewards = [float(signal.reward(start, zero, f)) for f in (start, start, start, elsewhere, elsewhere, start)]
+    assert rewards[1:] == [0.0, 0.0, 1.0, 0.0, 0.0]
+    assert int(signal.count.numpy()) == 2 + (rewards[0] == 1.0)  # the start, the new place (and the first step)
+    signal.reset(start)  # a new episode forgets its places
+    assert int(signal.count.numpy()) == 1
+    assert float(signal.reward(start, zero, elsewhere)) == 1.0
 
 
 def test_pixel_difference_by_hand():
