@@ -129,10 +129,6 @@ class NoveltyConfig(_Section):
         "turning in place (a horizontal image shift) changes it little; random: fixed random CNN, flattened; "
         "inverse: CNN learned by inverse dynamics (predict the action from two frames); "
         "temporal: CNN learned so that frames a few steps apart are close (reachability, contrastive)")
-    pool_columns: bool = Field(False, description="learned embeddings (temporal/inverse) average their last feature map "
-                               "over image columns before the projection, so turning in place moves them little")
-    freeze_per_episode: bool = Field(False, description="learned embeddings: rewards use a copy taken at each episode "
-                                     "start, so all distances within an episode are in one metric")
     embed_dim: int = Field(64, gt=0, description="embedding width, features (random/inverse; pooled uses rows x filters)")
     episodic_reward: Literal["distance", "new_place"] = Field(
         "distance", description="episodic reward. distance: mean kNN distance to this episode's embeddings, divided by "

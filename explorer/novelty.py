@@ -89,14 +89,12 @@ def ema_update(mean: tf.Tensor, var: tf.Tensor, x: tf.Tensor, decay: float, firs
 
 # ---------------------------------------------------------------- networks
 
-def random_cnn(frame_shape: tuple[int, ...], seed: int, out: int | None, pooled: bool, name: str,
-               project: bool = False) -> keras.Model:
+def random_cnn(frame_shape: tuple[int, ...], seed: int, out: int | None, pooled: bool, name: str) -> keras.Model:
     """A small CNN on one ``uint8[H, W, C]`` frame (scaled to [0, 1]).
 
     ``pooled`` averages the last feature map over image columns, so a horizontal
     shift of the picture (turning in place) moves the features little; otherwise
-    the map is flattened. Unpooled features, or pooled ones with ``project``, are
-    then projected to ``out`` features.
+    the map is flattened and projected to ``out`` features.
     """
     init = keras.initializers.Orthogonal(gain=1.4, seed=seed)
     x_in = keras.Input(frame_shape, dtype="uint8")
@@ -107,7 +105,6 @@ def random_cnn(frame_shape: tuple[int, ...], seed: int, out: int | None, pooled:
         x = keras.layers.Flatten()(keras.layers.Lambda(lambda t: tf.reduce_mean(t, axis=2), name=f"{name}_colmean")(x))
     else:
         x = keras.layers.Flatten()(x)
-    if project or not pooled:
         x = keras.layers.Dense(out or 64, kernel_initializer=keras.initializers.Orthogonal(seed=seed + 1), name=f"{name}_proj")(x)
     return keras.Model(x_in, x, name=name)
 
@@ -187,14 +184,8 @@ class EpisodicNovelty(Novelty):
     name = "episodic"
 
     def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
-        learned = config.embedding in ("inverse", "temporal")
-        pooled = config.embedding == "pooled" or (learned and config.pool_columns)
-        self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled, "episodic_embed", project=learned)
-        # Rewards are computed with a copy of a learned embedding taken at each episode start,
-        # so every distance within an episode is measured in the same metric.
-        self.frozen = learned and config.freeze_per_episode
-        self.episode_embed = (random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled, "episode_embed", project=True)
-                              if self.frozen else self.embed)
+        self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim,
+                                pooled=config.embedding == "pooled", name="episodic_embed")
         self.temporal = config.embedding == "temporal"
         if self.temporal:
             self.optimizer = keras.optimizers.Adam(config.learning_rate)
@@ -215,7 +206,7 @@ class EpisodicNovelty(Novelty):
         super().__init__(config, frame_shape, stack)
 
     def _embed(self, frame: tf.Tensor) -> tf.Tensor:
-        e = self.episode_embed(frame[None], training=False)[0]
+        e = self.embed(frame[None], training=False)[0]
         return tf.math.l2_normalize(e) if self.temporal else e
 
     def _add(self, e: tf.Tensor) -> None:
@@ -224,9 +215,6 @@ class EpisodicNovelty(Novelty):
         self.count.assign_add(1)
 
     def _reset(self, obs: tf.Tensor) -> None:
-        if self.frozen:
-            for src, dst in zip(self.embed.weights, self.episode_embed.weights, strict=True):
-                dst.assign(src)
         self.count.assign(0)
         self._add(self._embed(self.newest(obs)))
 
@@ -293,7 +281,6 @@ class EpisodicNovelty(Novelty):
 
     def checkpoint_items(self) -> dict[str, Any]:
         items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
-                 "episode_embed": self.episode_embed,
                  "history": self.history, "history_count": self.history_count}
         if self.temporal:
             items.update(optimizer=self.optimizer)
