@@ -110,20 +110,15 @@ def build_encoder(obs_shape: tuple[int, ...], config: LearnerConfig, seed: int, 
 
 def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig) -> keras.Model:
     """Policy CNN: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh means (and log-stds for SAC)."""
-    out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
     h = build_encoder(obs_shape, config, config.seed + 100, "actor_encoder")(obs_in)
-    h = keras.layers.Concatenate()([h, ctx_in])
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
-    y = keras.layers.Dense(out, kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
-                           name="actor_out")(h)
+    y = build_actor_head(config.feature, ctx_dim, config)([h, ctx_in])
     return keras.Model([obs_in, ctx_in], y, name="actor")
 
 
 def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig) -> keras.Model:
-    """Actor on the critic's encoder features: ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
+    """The actor after its encoder (its own, or the critic's when shared): ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
     out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
     f_in = keras.Input([feature], name="features")
     ctx_in = keras.Input([ctx_dim], name="context")
