@@ -119,8 +119,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
         config = load_config(args, extra)
     summary = explore(config, progress=not args.no_progress, run_path=args.resume)
     print(f"run directory: {summary['run_dir']}")
+    cells = summary["cells_per_episode_last20"]
+    cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
     print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-          f"cells per episode (last 20) {summary['cells_per_episode_last20']:.1f}, distinct cells {summary['distinct_cells']}")
+          f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
     return 0
 
 
