@@ -8,7 +8,7 @@ weights, entirely in TensorFlow. :func:`explorer.guard.check_gradients` checks
 that path when the learner is built.
 
 :class:`LearningAgent` implements the agent protocol (``act``, ``observe``,
-``close``) plus ``save``/``restore``. Observations handed to it are
+``close``) plus ``save_state``/``restore_state`` for checkpoints. Observations handed to it are
 ``uint8[k, H, W, C]`` (oldest first); inside, they are stacked along channels
 as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
 ``first``/``last`` flags; no extra call is needed::
@@ -16,7 +16,7 @@ as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
     agent = build_agent(LearnerConfig(), NoveltyConfig(), (k, H, W, C), episode_steps=525)
     action = agent.act(obs)                       # float32[4] in [-1, 1], noise included
     metrics = agent.observe(obs, action, next_obs, first, last)   # {"novelty": ..., losses when it trained}
-    agent.save(run_dir / "agent"); agent.restore(run_dir / "agent")
+    Checkpointer(agent, run_dir / "checkpoints").save(agent.steps)   # explorer.checkpoint; .restore() to resume
 """
 
 from __future__ import annotations
@@ -158,13 +158,12 @@ class Replay:
         self.frame_shape = tuple(frame_shape)
         self.stack = stack
         frame_bytes = int(np.prod(frame_shape))
-        self.frame_capacity = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
-        self.capacity = self.frame_capacity
-        n = self.capacity
+        #: frames kept, and transitions kept (one per frame pushed)
+        self.capacity = n = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
         # Touch every page now: the whole memory cap is taken at the start, so a long run's
         # memory stays flat instead of creeping up as the replay fills (and a cap the machine
         # cannot hold fails at once, not an hour in).
-        self.frames = np.empty((self.frame_capacity, *frame_shape), np.uint8)
+        self.frames = np.empty((n, *frame_shape), np.uint8)
         self.frames.fill(0)
         self.obs_ids = np.zeros((n, stack), np.int64)
         self.next_ids = np.zeros((n, stack), np.int64)
@@ -181,7 +180,7 @@ class Replay:
 
     def push_frame(self, frame: np.ndarray) -> int:
         with self.lock:
-            self.frames[self.frames_written % self.frame_capacity] = frame
+            self.frames[self.frames_written % self.capacity] = frame
             self.frames_written += 1
             return self.frames_written - 1
 
@@ -197,7 +196,7 @@ class Replay:
         return min(self.written, self.capacity)
 
     def _stacked(self, ids: np.ndarray) -> np.ndarray:
-        f = self.frames[ids % self.frame_capacity]  # [B, k, H, W, C]
+        f = self.frames[ids % self.capacity]  # [B, k, H, W, C]
         b, k, h, w, c = f.shape
         return f.transpose(0, 2, 3, 1, 4).reshape(b, h, w, k * c)
 
@@ -208,7 +207,7 @@ class Replay:
     def _sample(self, batch: int) -> dict[str, np.ndarray]:
         # A frame pushed after a transition was sampled may overwrite the oldest slot; the
         # lock keeps the ids and the frames they point to consistent within one batch.
-        oldest = self.frames_written - self.frame_capacity
+        oldest = self.frames_written - self.capacity
         idx = self.rng.integers(0, len(self), size=batch)
         stale = self.obs_ids[idx, 0] < oldest
         while stale.any():
@@ -220,7 +219,7 @@ class Replay:
 
     def state(self) -> dict[str, np.ndarray]:
         n = len(self)
-        return {"frames": self.frames[: min(self.frames_written, self.frame_capacity)], "obs_ids": self.obs_ids[:n],
+        return {"frames": self.frames[: min(self.frames_written, self.capacity)], "obs_ids": self.obs_ids[:n],
                 "next_ids": self.next_ids[:n], "action": self.action[:n], "reward": self.reward[:n],
                 "discount": self.discount[:n], "ctx": self.ctx[:n], "next_ctx": self.next_ctx[:n],
                 "counters": np.array([self.frames_written, self.written], np.int64)}
@@ -610,21 +609,7 @@ class LearningAgent:
     def close(self) -> None:
         self.pending.clear()
 
-    # -- checkpoints
-    def save(self, directory: str | Path) -> Path:
-        """Weights, optimisers, normalisers, counters, RNG states and the replay, into ``directory``."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        tf.train.Checkpoint(**self.learner.checkpoint_items()).write(str(d / "learner"))
-        self.save_state(d)
-        return d
-
-    def restore(self, directory: str | Path) -> None:
-        """Load what :meth:`save` wrote (the agent must be built with the same configs and shapes)."""
-        d = Path(directory)
-        tf.train.Checkpoint(**self.learner.checkpoint_items()).read(str(d / "learner")).assert_existing_objects_matched()
-        self.restore_state(d)
-
+    # -- checkpoints (written and read by explorer.checkpoint.Checkpointer, with learner.checkpoint_items())
     def save_state(self, directory: str | Path) -> None:
         """What lives outside TensorFlow: ``replay.npz`` and ``agent.json`` (each written, then renamed in)."""
         d = Path(directory)

@@ -2,12 +2,12 @@
 
 In live mode the game does not wait, so a training step (tens of
 milliseconds) must never sit inside a control tick. :class:`ThreadedAgent`
-wraps the learning agent: the control thread acts with a copy of the actor and
+wraps the learning agent: the control thread acts with a copy of the policy and
 records transitions (novelty and replay writes, a few milliseconds); a learner
 thread samples the replay and trains as fast as it can. Every
-``learner.publish_every`` updates the learner thread snapshots the actor's
-weights between two steps, and the control thread installs the newest
-snapshot before its next action, so an action never sees half-updated weights
+``learner.publish_every`` updates the learner thread snapshots the policy's
+weights (with a shared encoder, the critic's encoder too) between two steps,
+and the control thread installs the newest snapshot before its next action, so an action never sees half-updated weights
 and no lock is held across a training step.
 
 If the learner thread dies, :meth:`ThreadedAgent.check` raises

@@ -68,6 +68,13 @@ def running_quantile(history: tf.Tensor, count: tf.Tensor, q: float) -> tf.Tenso
     return tf.cond(n > 0, lambda: ordered[tf.maximum(index, 0)], lambda: tf.constant(0.0))
 
 
+def ring_write(ring: tf.Variable, count: tf.Variable, value: tf.Tensor) -> None:
+    """Write ``value`` into the next row of ``ring`` (row ``count % len(ring)``) and count it."""
+    slot = tf.cast(count % tf.cast(tf.shape(ring)[0], count.dtype), tf.int32)
+    ring.scatter_nd_update([[slot]], value[None])
+    count.assign_add(1)
+
+
 def pixel_difference(frame: tf.Tensor, recent: tf.Tensor) -> tf.Tensor:
     """Mean absolute pixel difference of ``frame`` to each recent frame, averaged, in [0, 1].
 
@@ -210,9 +217,7 @@ class EpisodicNovelty(Novelty):
         return tf.math.l2_normalize(e) if self.temporal else e
 
     def _add(self, e: tf.Tensor) -> None:
-        slot = tf.cast(self.count % self.config.episode_capacity, tf.int32)
-        self.memory.scatter_nd_update([[slot]], e[None])
-        self.count.assign_add(1)
+        ring_write(self.memory, self.count, e)
 
     def _reset(self, obs: tf.Tensor) -> None:
         self.count.assign(0)
@@ -228,10 +233,9 @@ class EpisodicNovelty(Novelty):
         e = self._embed(self.newest(next_obs))
         d = knn_distance(e, self.memory, self.count, 1)
         threshold = running_quantile(self.history, self.history_count, self.config.place_quantile)
-        slot = tf.cast(self.history_count % self.config.place_history, tf.int32)
-        self.history.scatter_nd_update([[slot]], d[None])
-        self.history_count.assign_add(1)
+        ring_write(self.history, self.history_count, d)
         new = d > threshold
+
         def remember() -> tf.Tensor:
             self._add(e)
             return tf.constant(True)
@@ -300,9 +304,7 @@ class PixelNovelty(Novelty):
         super().__init__(config, frame_shape, stack)
 
     def _push(self, frame: tf.Tensor) -> None:
-        slot = tf.cast(self.count % self.config.pixel_window, tf.int32)
-        self.recent.scatter_nd_update([[slot]], frame[None])
-        self.count.assign_add(1)
+        ring_write(self.recent, self.count, frame)
 
     def _reset(self, obs: tf.Tensor) -> None:
         self.count.assign(0)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from explorer.checkpoint import Checkpointer
 from explorer.config import LearnerConfig, NoveltyConfig
 from explorer.guard import GradientPathError, check_gradients
 from explorer.learner import (
@@ -169,12 +170,12 @@ def test_resume_gives_the_same_next_action(tmp_path):
     agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
     game = WalkGame()
     frames, _ = play(agent, game, 120)
-    agent.save(tmp_path / "ckpt")
+    Checkpointer(agent, tmp_path / "checkpoints").save(agent.steps)
     place, t = game.place, game.t
     _, after = play(agent, game, 5, frames)
 
     resumed = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
-    resumed.restore(tmp_path / "ckpt")
+    Checkpointer(resumed, tmp_path / "checkpoints").restore()
     game2 = WalkGame()
     game2.place, game2.t = place, t
     _, after2 = play(resumed, game2, 5, frames)
