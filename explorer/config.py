@@ -124,12 +124,17 @@ class NoveltyConfig(_Section):
         "episodic", description="episodic: kNN distance to this episode's embeddings (Never Give Up); "
         "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
         "pixel: mean abs pixel difference to recent frames (naive baseline)")
-    embedding: Literal["pooled", "random", "inverse", "temporal"] = Field(
-        "temporal", description="episodic embedding. pooled: fixed random CNN averaged over image columns, so "
+    embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
+        "temporal", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
+        "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
+        "in a room with walls of its own colours; pooled: fixed random CNN averaged over image columns, so "
         "turning in place (a horizontal image shift) changes it little; random: fixed random CNN, flattened; "
         "inverse: CNN learned by inverse dynamics (predict the action from two frames); "
         "temporal: CNN learned so that frames a few steps apart are close (reachability, contrastive)")
-    embed_dim: int = Field(64, gt=0, description="embedding width, features (random/inverse; pooled uses rows x filters)")
+    embed_dim: int = Field(64, gt=0, description="embedding width, features (random/inverse/temporal; pooled uses "
+                           "rows x filters, histogram histogram_bins^channels)")
+    histogram_bins: int = Field(6, ge=2, le=16, description="histogram: bins per colour channel (6 on colour frames: "
+                                "216 bins; grey frames get 6 grey levels, which tell places apart poorly)")
     episodic_reward: Literal["distance", "new_place"] = Field(
         "distance", description="episodic reward. distance: mean kNN distance to this episode's embeddings, divided by "
         "its running mean (Never Give Up); new_place: 1 when the new embedding is farther from every place remembered "

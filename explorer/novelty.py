@@ -94,7 +94,50 @@ def ema_update(mean: tf.Tensor, var: tf.Tensor, x: tf.Tensor, decay: float, firs
     return (tf.where(first, x, new_mean), tf.where(first, tf.zeros_like(var), new_var))
 
 
+def colour_histogram(frames: tf.Tensor, bins: int) -> tf.Tensor:
+    """Square roots of the fractions of pixels in each of ``bins**C`` colour bins.
+
+    ``frames`` is ``[..., H, W, C]`` with values 0-255; channel values are cut
+    into ``bins`` equal ranges and a pixel's bin is the joint bin of its channels.
+    The Euclidean distance between two results is the Hellinger distance (times
+    sqrt 2) of the two colour distributions: it ignores where colours sit in the
+    picture, so turning in place changes it little while walking into a room with
+    other walls changes it a lot.
+    """
+    x = tf.convert_to_tensor(frames)
+    channels = int(x.shape[-1])
+    q = tf.minimum(tf.cast(x, tf.int32) * bins // 256, bins - 1)
+    weights = tf.constant([bins ** (channels - 1 - c) for c in range(channels)], tf.int32)
+    idx = tf.reduce_sum(q * weights, axis=-1)  # [..., H, W]
+    lead = tf.shape(idx)[:-2]
+    flat = tf.reshape(idx, [-1, tf.shape(idx)[-2] * tf.shape(idx)[-1]])
+    n = bins ** channels
+    counts = tf.math.bincount(flat, minlength=n, maxlength=n, axis=-1, dtype=tf.float32)
+    fractions = counts / tf.cast(tf.shape(flat)[-1], tf.float32)
+    return tf.reshape(tf.sqrt(fractions), tf.concat([lead, [n]], 0))
+
+
 # ---------------------------------------------------------------- networks
+
+class ColourHistogram(keras.layers.Layer):
+    """:func:`colour_histogram` as a layer without weights."""
+
+    def __init__(self, bins: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.bins = bins
+
+    def call(self, frames: tf.Tensor) -> tf.Tensor:
+        return colour_histogram(frames, self.bins)
+
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
+        return (*input_shape[:-3], self.bins ** int(input_shape[-1] or 1))
+
+
+def histogram_embedding(frame_shape: tuple[int, ...], bins: int, name: str) -> keras.Model:
+    """A fixed embedding of one ``uint8[H, W, C]`` frame: its colour histogram."""
+    x_in = keras.Input(frame_shape, dtype="uint8")
+    return keras.Model(x_in, ColourHistogram(bins, name=f"{name}_histogram")(x_in), name=name)
+
 
 def random_cnn(frame_shape: tuple[int, ...], seed: int, out: int | None, pooled: bool, name: str) -> keras.Model:
     """A small CNN on one ``uint8[H, W, C]`` frame (scaled to [0, 1]).
@@ -191,8 +234,11 @@ class EpisodicNovelty(Novelty):
     name = "episodic"
 
     def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
-        self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim,
-                                pooled=config.embedding == "pooled", name="episodic_embed")
+        if config.embedding == "histogram":
+            self.embed = histogram_embedding(tuple(frame_shape), config.histogram_bins, name="episodic_embed")
+        else:
+            self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim,
+                                    pooled=config.embedding == "pooled", name="episodic_embed")
         self.temporal = config.embedding == "temporal"
         if self.temporal:
             self.optimizer = keras.optimizers.Adam(config.learning_rate)

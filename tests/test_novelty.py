@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from explorer.config import NoveltyConfig
 from explorer.novelty import (
+    colour_histogram,
     ema_update,
     knn_distance,
     make_novelty,
@@ -93,6 +94,36 @@ def test_episodic_ignores_recent_frames_until_old_enough():
     first_real = float(n.reward(_obs(1), a, _obs(0)))  # back to entry 0's frame, now old enough
     assert first_real == pytest.approx(1.0, rel=1e-3)  # defines the running mean
     assert float(n.mean) < 0.01  # ... and the distance was ~0
+
+
+def test_colour_histogram_by_hand():
+    # 2 bins per channel: a pixel's bin is 4*[r>=128] + 2*[g>=128] + [b>=128]
+    frame = np.array([[[0, 0, 0], [255, 0, 0]], [[200, 127, 0], [0, 0, 128]]], np.uint8)
+    h = colour_histogram(frame, 2).numpy()
+    want = np.zeros(8)
+    want[[0, 4, 1]] = np.sqrt([0.25, 0.5, 0.25])
+    np.testing.assert_allclose(h, want, atol=1e-6)
+    # a batch gives one histogram per frame; a grey frame has bins**1 entries
+    assert colour_histogram(np.stack([frame] * 3), 2).shape == (3, 8)
+    np.testing.assert_allclose(colour_histogram(np.array([[[0], [255]], [[255], [90]]], np.uint8), 3).numpy(),
+                               np.sqrt([0.25, 0.25, 0.5]), atol=1e-6)
+
+
+def test_histogram_embedding_ignores_where_colours_sit_but_sees_new_colours():
+    n = make_novelty(NoveltyConfig(signal="episodic", embedding="histogram", histogram_bins=4, knn=1, exclude_recent=0),
+                     (8, 8, 3), stack=1)
+    rng = np.random.default_rng(0)
+    room = np.zeros((8, 8, 3), np.uint8)
+    room[:, :4] = [200, 20, 20]  # a red wall on the left, a brown floor on the right
+    room[:, 4:] = [120, 80, 40]
+    a = tf.zeros([4])
+    n.reset(tf.constant(room))
+    assert float(n.reward(tf.constant(room), a, tf.constant(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)))) == 1.0
+    turned = np.roll(room, 3, axis=1)  # the same room seen after turning: colours moved across the picture
+    assert float(n.reward(tf.constant(room), a, tf.constant(turned))) < 1e-3
+    other = room.copy()
+    other[:, :4] = [20, 20, 200]  # a room with a blue wall
+    assert float(n.reward(tf.constant(room), a, tf.constant(other))) > 0.3
 
 
 def _obs(seed: int, shape=(16, 16, 2)) -> tf.Tensor:
