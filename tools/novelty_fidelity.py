@@ -129,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     stride = np.r_[0.0, np.sqrt((np.diff(pos, axis=0) ** 2).sum(1))]
     stride[np.r_[True, episode[1:] != episode[:-1]]] = 0.0
     walking = stride >= 0.5 * np.percentile(stride, 90)
-    print(f"{len(actions)} steps, {episode[-1] + 1} episodes of sticky random play ({walking.mean():.0%} walking); "
+    width = max(len(spec) for spec in args.signals)
+    print(f"{len(actions)} steps, {episode[-1] + 1} episode{'s' if episode[-1] else ''} of sticky random play ({walking.mean():.0%} walking); "
           f"Spearman correlation with position novelty:\n"
-          f"  {'signal':<36} {'per step':>8} {'walking':>8} {f'{args.window}-step sums':>14}")
+          f"  {'signal':<{width}} {'per step':>8} {'walking':>8} {f'{args.window}-step sums':>14}")
     rng = np.random.default_rng(args.seed)
     # transitions whose n-step successor is in the same episode, for training the learned signals
     valid = np.flatnonzero(episode[:len(episode) - n_step + 1] == episode[n_step - 1:])
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         results[spec] = {"step": spearman(reward[ok], truth[ok]), "walking": spearman(reward[okm], truth[okm]),
                          "window": spearman(w[okw], truth_w[okw])}
         r = results[spec]
-        print(f"  {spec:<36} {r['step']:8.2f} {r['walking']:8.2f} {r['window']:14.2f}", flush=True)
+        print(f"  {spec:<{width}} {r['step']:8.2f} {r['walking']:8.2f} {r['window']:14.2f}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"steps": len(actions), "overrides": args.overrides, "results": results}))
     return 0
