@@ -93,3 +93,29 @@ def test_play_on_the_real_time_test_bed_sees_the_game_and_moves_the_player(xvfb,
     stack = np.stack(frames[5:])
     assert stack.std() > 5  # the game's picture, not black
     assert np.abs(np.diff(stack.astype(int), axis=0)).mean() > 0.5  # and it changes as the player moves
+
+
+def test_real_time_position_never_waits_for_the_engine_thread(xvfb):
+    """The engine thread holds the engine from one tic to the next; the control loop reads the
+    position for coverage every few steps and must not wait for it (that stalled ticks by up to 0.25 s)."""
+    import threading
+
+    from explorer.games import make_game
+    game = make_game(load(None, ["game.realtime=true", "game.visible=true"]))
+    try:
+        game.action = np.array([0.0, 0.0, 0.0, 1.0], np.float32)  # walk forward
+        start = game.position()
+        deadline = time.monotonic() + 5.0
+        while game.tics < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with game._lock:  # the engine is mid-tic, as it is most of the time
+            got = []
+            reader = threading.Thread(target=lambda: got.append(game.position()))
+            reader.start()
+            reader.join(timeout=2.0)
+            assert got, "position() waited for the engine thread's lock"
+        moved = got[0]
+        assert np.hypot(moved.x - start.x, moved.y - start.y) > 10  # and it follows the player
+    finally:
+        game.action = np.zeros(4, np.float32)
+        game.close()

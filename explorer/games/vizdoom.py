@@ -103,6 +103,7 @@ class DoomGame:
         self.episode_ended = False
         self.tics = 0  # engine tics run in real-time mode
         self._frame = self._read_frame()
+        self._position = self._read_position()
         self._stop = threading.Event()
         self._engine: threading.Thread | None = None
         self.engine_error: BaseException | None = None
@@ -131,6 +132,8 @@ class DoomGame:
                     self.game.set_action(self._buttons())
                     self.game.advance_action(1)  # returns at the engine's next tic
                     self.tics += 1
+                    # Published for position(): readers never wait for the lock this thread holds across tics.
+                    self._position = self._read_position()
         except BaseException as err:  # surfaced through check()
             if not self._stop.is_set():
                 self.engine_error = err
@@ -186,11 +189,22 @@ class DoomGame:
             self._frame = self._read_frame()
 
     def position(self) -> Position:
-        """Where the player is (map units, degrees): for measurement only."""
+        """Where the player is (map units, degrees): for measurement only.
+
+        In real-time mode this is where the engine thread left the player after
+        its latest tic; it never waits for that thread, which holds the engine
+        from one tic to the next (waiting used to stall the control loop that
+        measures coverage by up to a quarter of a second).
+        """
+        if self.config.realtime:
+            return self._position
+        with self._lock:
+            return self._read_position()
+
+    def _read_position(self) -> Position:
         v = self.game.get_game_variable
         g = self._vzd.GameVariable
-        with self._lock:
-            return Position(float(v(g.POSITION_X)), float(v(g.POSITION_Y)), float(v(g.ANGLE)))
+        return Position(float(v(g.POSITION_X)), float(v(g.POSITION_Y)), float(v(g.ANGLE)))
 
 
 class DoomPad:
