@@ -8,8 +8,8 @@ weights, entirely in TensorFlow. :func:`explorer.guard.check_gradients` checks
 that path when the learner is built.
 
 :class:`LearningAgent` implements the agent protocol (``act``, ``observe``,
-``close``) plus ``save_state``/``restore_state`` for checkpoints. Observations handed to it are
-``uint8[k, H, W, C]`` (oldest first); inside, they are stacked along channels
+``close``) plus ``save_state``/``restore_state`` for checkpoints. Observations
+handed to it are ``uint8[k, H, W, C]`` (oldest first); inside, they are stacked along channels
 as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
 ``first``/``last`` flags; no extra call is needed::
 
@@ -118,7 +118,10 @@ def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig)
 
 
 def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig) -> keras.Model:
-    """The actor after its encoder (its own, or the critic's when shared): ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
+    """The actor after its encoder (its own, or the critic's when shared).
+
+    ``(float32[feature], float32[ctx])`` -> pre-tanh outputs.
+    """
     out = 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
     f_in = keras.Input([feature], name="features")
     ctx_in = keras.Input([ctx_dim], name="context")

@@ -7,8 +7,9 @@ records transitions (novelty and replay writes, a few milliseconds); a learner
 thread samples the replay and trains as fast as it can. Every
 ``learner.publish_every`` updates the learner thread snapshots the policy's
 weights (with a shared encoder, the critic's encoder too) between two steps,
-and the control thread installs the newest snapshot before its next action, so an action never sees half-updated weights
-and no lock is held across a training step.
+and the control thread installs the newest snapshot before its next action,
+so an action never sees half-updated weights and no lock is held across a
+training step.
 
 If the learner thread dies, :meth:`ThreadedAgent.check` raises
 :class:`LearnerDied` on the control thread; the loop then ends with the pad

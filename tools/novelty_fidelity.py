@@ -55,20 +55,21 @@ def window_sums(x: np.ndarray, episode: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def play(config, steps: int, seed: int, hold: int = 8):
+def play(config, steps: int, seed: int):
     """Sticky random play. Per step: the index of its next frame, the position, the episode and the action;
     and the frames, and the index of each episode's first frame."""
-    from explorer.games.vizdoom import DoomGame, DoomPad
-    game = DoomGame(config.game, config.observation)
+    from explorer.agent import RandomAgent
+    from explorer.games import make_game
+    from explorer.games.vizdoom import DoomPad
+    game = make_game(config)
     pad = DoomPad(game)
-    rng = np.random.default_rng(seed)
+    agent = RandomAgent(seed, sticky_steps=8)  # the sticky baseline of tools/bench_explore.py
     frames, starts = [game.grab().copy()], [0]
     step_next, positions, episodes, actions = [], [], [], []
-    episode, action = 0, np.zeros(4, np.float32)
+    episode = 0
     try:
-        for t in range(steps):
-            if t % hold == 0:
-                action = rng.uniform(-1, 1, 4).astype(np.float32)
+        for _ in range(steps):
+            action = agent.act(None)
             pad.send(action)
             game.advance()
             p = game.position()
