@@ -158,7 +158,9 @@ class LearnerConfig(_Section):
 
     algo: Literal["sac", "td3"] = Field("sac", description="sac: squashed Gaussian with learned entropy weight; td3: deterministic actor plus noise")
     gamma: float = Field(0.97, gt=0, lt=1, description="discount per agent step")
-    n_step: int = Field(5, ge=1, description="steps of novelty summed before bootstrapping (n-step TD)")
+    n_step: int = Field(5, ge=1, description="decisions of novelty summed before bootstrapping (n-step TD)")
+    action_repeat: int = Field(1, ge=1, description="agent steps each of the actor's decisions is held for; a replayed "
+                               "transition is one decision, its novelty summed (discounted) over its steps")
     batch_size: int = Field(64, gt=0, description="transitions per update")
     update_every: int = Field(2, ge=1, description="agent steps between updates")
     warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
@@ -178,7 +180,7 @@ class LearnerConfig(_Section):
     shared_encoder: bool = Field(False, description="the actor reads the critic's encoder features, held fixed in the actor "
                                  "loss (DrQ, SAC-AE), instead of a CNN of its own trained through the critic's gradient")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
-    noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per agent step")
+    noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")

@@ -25,6 +25,7 @@ import json
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -485,6 +486,17 @@ class Learner:
 
 # ---------------------------------------------------------------- agent
 
+@dataclass
+class _Decision:
+    """One decision of the actor while it is held: where it started and the novelty summed so far."""
+
+    ids: np.ndarray
+    action: np.ndarray
+    ctx: np.ndarray
+    ret: float = 0.0
+    steps: int = 0
+
+
 class LearningAgent:
     """The exploring agent: acts with the actor plus time-correlated noise, learns on-line from novelty.
 
@@ -512,7 +524,11 @@ class LearningAgent:
         self.episode_step = 0
         self.prev_action = np.zeros(ACTION_DIM, np.float32)
         self.new_episode = True
-        self.pending: deque[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = deque()
+        #: decisions waiting for their n-step return: (obs ids, action, summed novelty, context, discount)
+        self.pending: deque[tuple[np.ndarray, np.ndarray, float, np.ndarray, float]] = deque()
+        self.decision: _Decision | None = None  # the decision being held, summed step by step
+        self.held: np.ndarray | None = None  # the action act() holds, and for how many steps it was returned
+        self.held_steps = 0
         self.obs_ids: np.ndarray | None = None
         self.update_time = 0.0
         #: train inside :meth:`observe` every ``update_every`` steps; live mode turns this off
@@ -539,26 +555,40 @@ class LearningAgent:
         return o.transpose(1, 2, 0, 3).reshape(h, w, k * c)
 
     def act(self, obs: Any) -> np.ndarray:
-        """``uint8[k, H, W, C]`` -> ``float32[4]`` in [-1, 1], exploration noise included."""
+        """``uint8[k, H, W, C]`` -> ``float32[4]`` in [-1, 1], exploration noise included.
+
+        The actor decides every ``action_repeat`` steps; in between, the decision is held.
+        """
         if self.new_episode:
             self.prev_action = np.zeros(ACTION_DIM, np.float32)
             self.episode_step = 0
             self.novelty_ema = np.ones(2, np.float32)
+            self.held = None
         c = self.config
+        if self.held is not None and self.held_steps < c.action_repeat:
+            self.held_steps += 1
+            return self.held.copy()
         rho = c.noise_rho
         self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
         if self.steps < c.warmup_steps:
-            return np.clip(self.noise, -1.0, 1.0).astype(np.float32)
-        ctx = self.context(self.prev_action, self.episode_step)
-        mean, log_std = self.learner.policy(tf.constant(self._stack(obs)[None]), tf.constant(ctx[None]))
-        if c.algo == "sac":
-            a = np.tanh(mean + np.exp(log_std) * self.noise)
+            a = np.clip(self.noise, -1.0, 1.0)
         else:
-            a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
-        return a.astype(np.float32)
+            ctx = self.context(self.prev_action, self.episode_step)
+            mean, log_std = self.learner.policy(tf.constant(self._stack(obs)[None]), tf.constant(ctx[None]))
+            if c.algo == "sac":
+                a = np.tanh(mean + np.exp(log_std) * self.noise)
+            else:
+                a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+        self.held, self.held_steps = a.astype(np.float32), 1
+        return self.held.copy()
 
     def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:
-        """Record one transition, compute its novelty, and train every ``update_every`` steps."""
+        """Record one step, compute its novelty, and train every ``update_every`` steps.
+
+        Steps add up to decisions: a decision ends after ``action_repeat`` steps, at
+        the end of an episode, or when the action changes (recorded sessions, a
+        shorter hold); each decision is one replayed transition.
+        """
         c = self.config
         action = np.asarray(action, np.float32)
         obs_s, next_s = self._stack(obs), self._stack(next_obs)
@@ -567,25 +597,23 @@ class LearningAgent:
             self.prev_action = np.zeros(ACTION_DIM, np.float32)
             self.novelty_ema = np.ones(2, np.float32)
             self.pending.clear()
+            self.decision = None
             self.novelty.reset(tf.constant(obs_s))
             self.obs_ids = np.array([self.replay.push_frame(f) for f in np.asarray(obs, np.uint8)])
         reward = float(self.novelty.reward(tf.constant(obs_s), tf.constant(action), tf.constant(next_s)))
         self.last_reward = reward
         new_id = self.replay.push_frame(np.asarray(next_obs, np.uint8)[-1])
         next_ids = np.append(self.obs_ids[1:], new_id)
-        ctx = self.context(self.prev_action, self.episode_step)
+        if self.decision is not None and not np.array_equal(action, self.decision.action):
+            self._end_decision(self.obs_ids, self.context(self.prev_action, self.episode_step), last=False)
+        if self.decision is None:
+            self.decision = _Decision(self.obs_ids, action, self.context(self.prev_action, self.episode_step))
+        d = self.decision
+        d.ret += c.gamma**d.steps * reward
+        d.steps += 1
         self.novelty_ema = (_EMA_RATES * self.novelty_ema + (1 - _EMA_RATES) * reward).astype(np.float32)
-        next_ctx = self.context(action, self.episode_step + 1)
-        self.pending.append((self.obs_ids, action, reward, ctx))
-        if len(self.pending) == c.n_step or last:
-            while self.pending:
-                ids, a, _, cx = self.pending[0]
-                ret = sum(c.gamma**i * p[2] for i, p in enumerate(self.pending))
-                disc = 0.0 if last else c.gamma ** len(self.pending)
-                self.replay.add(ids, a, ret, disc, next_ids, cx, next_ctx)
-                self.pending.popleft()
-                if not last:
-                    break
+        if d.steps >= c.action_repeat or last:
+            self._end_decision(next_ids, self.context(action, self.episode_step + 1), last)
         self.obs_ids = next_ids
         self.prev_action = action
         self.episode_step += 1
@@ -597,6 +625,23 @@ class LearningAgent:
         if self.train_inline and self.ready_to_train() and self.steps % c.update_every == 0:
             metrics.update(self.train_once())
         return metrics
+
+    def _end_decision(self, next_ids: np.ndarray, next_ctx: np.ndarray, last: bool) -> None:
+        """Queue the open decision; write n-step transitions once ``n_step`` decisions wait (all at the end)."""
+        c = self.config
+        d, self.decision = self.decision, None
+        assert d is not None
+        self.pending.append((d.ids, d.action, d.ret, d.ctx, c.gamma**d.steps))
+        if len(self.pending) == c.n_step or last:
+            while self.pending:
+                ret, disc = 0.0, 1.0
+                for p in self.pending:
+                    ret += disc * p[2]
+                    disc *= p[4]
+                ids, a, _, cx, _ = self.pending.popleft()
+                self.replay.add(ids, a, ret, 0.0 if last else disc, next_ids, cx, next_ctx)
+                if not last:
+                    break
 
     def ready_to_train(self) -> bool:
         """Past the warm-up, with a batch's worth of transitions in the replay."""
@@ -627,7 +672,11 @@ class LearningAgent:
                  "rng": self.rng.bit_generator.state, "replay_rng": self.replay.rng.bit_generator.state,
                  "obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
                  "novelty_ema": self.novelty_ema.tolist(),
-                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist()) for p in self.pending]}
+                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist(), p[4]) for p in self.pending],
+                 "decision": None if self.decision is None else {
+                     "ids": self.decision.ids.tolist(), "action": self.decision.action.tolist(),
+                     "ctx": self.decision.ctx.tolist(), "ret": self.decision.ret, "steps": self.decision.steps},
+                 "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps}
         (d / "agent.tmp.json").write_text(json.dumps(state))
         (d / "agent.tmp.json").replace(d / "agent.json")
 
@@ -644,8 +693,14 @@ class LearningAgent:
         self.rng.bit_generator.state = s["rng"]
         self.replay.rng.bit_generator.state = s["replay_rng"]
         self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)
-        self.pending = deque((np.array(i, np.int64), np.array(a, np.float32), r, np.array(cx, np.float32))
-                             for i, a, r, cx in s["pending"])
+        gamma = self.config.gamma  # checkpoints from before action_repeat: one step per decision
+        self.pending = deque((np.array(p[0], np.int64), np.array(p[1], np.float32), p[2], np.array(p[3], np.float32),
+                              p[4] if len(p) > 4 else gamma) for p in s["pending"])
+        d = s.get("decision")
+        self.decision = None if d is None else _Decision(np.array(d["ids"], np.int64), np.array(d["action"], np.float32),
+                                                         np.array(d["ctx"], np.float32), d["ret"], d["steps"])
+        self.held = None if s.get("held") is None else np.array(s["held"], np.float32)
+        self.held_steps = s.get("held_steps", 0)
 
 def build_agent(learner_config: LearnerConfig, novelty_config: NoveltyConfig,
                 obs_shape: tuple[int, int, int, int], episode_steps: int = 0) -> LearningAgent:

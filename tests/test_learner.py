@@ -102,6 +102,60 @@ def test_n_step_returns_in_replay():
     np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[2])
 
 
+def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
+    config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3})
+    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=7)
+    game = WalkGame(episode_steps=7)
+    frames = [game.frame()] * 2
+    actions, rewards, first = [], [], True
+    for _ in range(7):
+        obs = np.stack(frames)
+        action = agent.act(obs)
+        last = game.step(action)
+        frames = [frames[-1], game.frame()]
+        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
+        actions.append(action)
+        first = last
+    # decisions at steps 0, 3 and 6 (the episode's end cuts the third short)
+    for start, end in ((0, 3), (3, 6)):
+        for t in range(start, end):
+            np.testing.assert_array_equal(actions[t], actions[start])
+    assert not np.array_equal(actions[0], actions[3]) and not np.array_equal(actions[3], actions[6])
+    r = agent.replay
+    assert r.written == 3
+    np.testing.assert_allclose(r.reward[:3], [rewards[0] + 0.5 * rewards[1] + 0.25 * rewards[2],
+                                              rewards[3] + 0.5 * rewards[4] + 0.25 * rewards[5], rewards[6]], rtol=1e-5)
+    np.testing.assert_allclose(r.discount[:3], [0.125, 0.125, 0.0])
+    np.testing.assert_array_equal(r.action[:3], [actions[0], actions[3], actions[6]])
+    # a decision's next observation is where the next decision starts
+    np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[1])
+    np.testing.assert_array_equal(r.next_ids[1], r.obs_ids[2])
+    # the next episode decides at its first step
+    obs = np.stack([game.frame()] * 2)
+    assert not np.array_equal(agent.act(obs), actions[6])
+
+
+def test_recorded_actions_that_change_every_step_stay_one_step_transitions():
+    config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2, "action_repeat": 4})
+    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=3)
+    game = WalkGame(episode_steps=3)
+    frames = [game.frame()] * 2
+    rewards, first = [], True
+    recorded = [[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0]]  # a held decision of two steps, then another
+    for a in recorded:
+        obs = np.stack(frames)
+        action = np.array(a, np.float32)
+        last = game.step(action)
+        frames = [frames[-1], game.frame()]
+        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
+        first = last
+    r = agent.replay
+    assert r.written == 2
+    np.testing.assert_allclose(r.reward[:2], [rewards[0] + 0.5 * rewards[1] + 0.25 * rewards[2], rewards[2]], rtol=1e-5)
+    np.testing.assert_allclose(r.discount[:2], [0.0, 0.0])
+    np.testing.assert_array_equal(r.action[:2], [recorded[0], recorded[2]])
+
+
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
     learner = build_agent(LearnerConfig(**SMALL, algo=algo), NoveltyConfig(), SHAPE).learner
@@ -165,11 +219,12 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     assert np.mean(early[:, 3] > 0.2) < 0.5
 
 
-def test_resume_gives_the_same_next_action(tmp_path):
-    config = LearnerConfig(**{**SMALL, "warmup_steps": 50})
+@pytest.mark.parametrize("repeat", [1, 3])
+def test_resume_gives_the_same_next_action(tmp_path, repeat):
+    config = LearnerConfig(**{**SMALL, "warmup_steps": 50, "action_repeat": repeat})
     agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
     game = WalkGame()
-    frames, _ = play(agent, game, 120)
+    frames, _ = play(agent, game, 122)  # with repeat 3: one step into a held decision (episodes restart at 100)
     Checkpointer(agent, tmp_path / "checkpoints").save(agent.steps)
     place, t = game.place, game.t
     _, after = play(agent, game, 5, frames)
