@@ -10,7 +10,7 @@ import pytest
 
 from explorer.agent import PolicyAgent
 from explorer.fakes import FakeScreen, RecordingPad
-from explorer.loop import Controls, GameClock, LiveClock, run_loop
+from explorer.loop import Controls, GameClock, LatencyHistogram, LiveClock, run_loop
 from explorer.policy import build_policy
 from explorer.ring import FrameRing
 from explorer.screen import CaptureThread
@@ -130,6 +130,21 @@ def test_sigterm_inside_the_loop_exits_143_with_the_pad_neutral():
         run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
     assert exit_.value.code == 143 and pad.is_neutral
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+
+
+def test_latency_percentiles_in_constant_memory():
+    h = LatencyHistogram()
+    assert np.isnan(h.percentile_ms(50))
+    size = h.counts.nbytes
+    rng = np.random.default_rng(0)
+    lat = np.concatenate([rng.gamma(2.0, 0.006, 200_000), [0.4, 12.0]])  # seconds; one beyond the 10 s range
+    for x in lat:
+        h.add(float(x))
+    assert h.counts.nbytes == size and len(h) == len(lat)
+    for q in (50, 95, 99):
+        exact = float(np.percentile(lat * 1000, q, method="lower"))
+        assert abs(h.percentile_ms(q) - exact) <= 0.05 + 1e-9, q
+    assert h.percentile_ms(100) == pytest.approx(10_000.05)  # the last bin holds what lies beyond
 
 
 def test_live_loop_keeps_its_tick_and_measures_itself():
