@@ -2,6 +2,7 @@
 
 Prints:
 - mss capture of a 256x256 region (grab alone, and grab + downscale + ring push), frames/s;
+- resident memory the ring gains per 1000 frames pushed, once warm (a live run pushes for hours);
 - the live control loop at ``control.hz`` on that region with the default CNN policy
   (no learning): achieved Hz, capture→pad latency p50/p95/p99, missed ticks;
 - the built-in game (ViZDoom my_way_home, frame skip 4): engine steps/s alone, and the
@@ -25,6 +26,19 @@ def rate(fn, seconds: float) -> float:
         fn()
         n += 1
     return n / (time.perf_counter() - t0)
+
+
+def ring_growth_kib(ring, warm: int = 2_000, pushes: int = 20_000) -> float:
+    """Resident KiB per 1000 frames pushed into ``ring`` after ``warm`` pushes."""
+    import psutil
+    proc = psutil.Process()
+    frame = np.zeros(ring.shape, np.uint8)
+    for _ in range(warm):
+        ring.push(frame)
+    before = proc.memory_info().rss
+    for _ in range(pushes):
+        ring.push(frame)
+    return (proc.memory_info().rss - before) / 1024 / (pushes / 1000)
 
 
 def main() -> None:
@@ -54,6 +68,7 @@ def main() -> None:
         grab_raw = rate(screen.grab_raw, args.seconds / 2)
         grab_push = rate(lambda: ring.push(screen.grab()), args.seconds / 2)
         screen.close()
+        ring_kib = ring_growth_kib(ring)
 
         screen = MssScreen(config.capture, config.observation)
         ring = FrameRing(config.ring.capacity, screen.shape)
@@ -85,6 +100,7 @@ def main() -> None:
             xvfb.terminate()
     print(f"capture, 256x256 region: grab {grab_raw:.0f}/s; grab + downscale + ring push {grab_push:.0f}/s; "
           f"capture thread at {config.capture.fps:g} fps target: {capture_fps:.1f} fps")
+    print(f"frame ring: resident memory +{ring_kib:.1f} KiB per 1000 frames pushed, once warm")
     print(f"live loop at {config.control.hz:g} Hz target with the CNN policy: {live.hz:.2f} Hz, latency p50/p95/p99 "
           f"{live.latency_ms(50):.2f} / {live.latency_ms(95):.2f} / {live.latency_ms(99):.2f} ms, missed ticks {live.missed_ticks}, "
           f"dropped frames {live.dropped_frames}")
