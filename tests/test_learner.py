@@ -41,16 +41,19 @@ class WalkGame:
         return self.t % self.episode_steps == 0
 
 
-def play(agent, game: WalkGame, steps: int, frames=None) -> tuple[list, list[np.ndarray]]:
+def play(agent, game: WalkGame, steps: int, frames=None, recorded=None, rewards=None) -> tuple[list, list[np.ndarray]]:
+    """Step ``agent`` through ``game``: its own actions, or the ``recorded`` ones; novelty goes into ``rewards``."""
     frames = frames if frames is not None else [game.frame()] * SHAPE[0]
     first, actions = True, []
-    for _ in range(steps):
+    for i in range(steps):
         obs = np.stack(frames[-SHAPE[0]:])
-        action = agent.act(obs)
+        action = agent.act(obs) if recorded is None else np.asarray(recorded[i], np.float32)
         actions.append(action)
         last = game.step(action)
         frames = [*frames[-SHAPE[0] + 1:], game.frame()]
-        agent.observe(obs, action, np.stack(frames), first, last)
+        metrics = agent.observe(obs, action, np.stack(frames), first, last)
+        if rewards is not None:
+            rewards.append(metrics["novelty"])
         first = last
         if last:
             frames = [game.frame()] * SHAPE[0]
@@ -83,16 +86,8 @@ def test_shift_crop_by_hand():
 def test_n_step_returns_in_replay():
     agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}),
                         NoveltyConfig(), SHAPE, episode_steps=4)
-    game = WalkGame(episode_steps=4)
-    frames = [game.frame()] * 2
-    rewards, first = [], True
-    for _ in range(4):
-        obs = np.stack(frames)
-        action = np.array([0, 0, 0, 1], np.float32)
-        last = game.step(action)
-        frames = [frames[-1], game.frame()]
-        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
-        first = last
+    rewards: list[float] = []
+    play(agent, WalkGame(episode_steps=4), 4, recorded=[[0, 0, 0, 1]] * 4, rewards=rewards)
     r = agent.replay
     assert r.written == 4
     np.testing.assert_allclose(r.reward[:4], [rewards[0] + 0.5 * rewards[1], rewards[1] + 0.5 * rewards[2],
@@ -106,16 +101,8 @@ def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
     config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3})
     agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=7)
     game = WalkGame(episode_steps=7)
-    frames = [game.frame()] * 2
-    actions, rewards, first = [], [], True
-    for _ in range(7):
-        obs = np.stack(frames)
-        action = agent.act(obs)
-        last = game.step(action)
-        frames = [frames[-1], game.frame()]
-        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
-        actions.append(action)
-        first = last
+    rewards: list[float] = []
+    _, actions = play(agent, game, 7, rewards=rewards)
     # decisions at steps 0, 3 and 6 (the episode's end cuts the third short)
     for start, end in ((0, 3), (3, 6)):
         for t in range(start, end):
@@ -138,17 +125,9 @@ def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
 def test_recorded_actions_that_change_every_step_stay_one_step_transitions():
     config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2, "action_repeat": 4})
     agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=3)
-    game = WalkGame(episode_steps=3)
-    frames = [game.frame()] * 2
-    rewards, first = [], True
     recorded = [[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0]]  # a held decision of two steps, then another
-    for a in recorded:
-        obs = np.stack(frames)
-        action = np.array(a, np.float32)
-        last = game.step(action)
-        frames = [frames[-1], game.frame()]
-        rewards.append(agent.observe(obs, action, np.stack(frames), first, last)["novelty"])
-        first = last
+    rewards: list[float] = []
+    play(agent, WalkGame(episode_steps=3), 3, recorded=recorded, rewards=rewards)
     r = agent.replay
     assert r.written == 2
     np.testing.assert_allclose(r.reward[:2], [rewards[0] + 0.5 * rewards[1] + 0.25 * rewards[2], rewards[2]], rtol=1e-5)

@@ -81,8 +81,8 @@ class MemorySampler:
         # The steady growth rate, fitted over the second half of the run: what decides whether a run
         # of hours fits in memory. Shorter runs are still in the learner's start-up (its warm-up
         # steps alone take ~35 s at 30 Hz, then the first updates build their graphs).
-        late = np.array([(t, m) for t, m in rss if t >= rss[-1][0] / 2])
         if rss[-1][0] >= 300:
+            late = np.array([(t, m) for t, m in rss if t >= rss[-1][0] / 2])
             out["rss_growth_mib_per_min"] = round(60 * float(np.polyfit(late[:, 0], late[:, 1], 1)[0]), 3)
         return out
 
