@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -153,6 +153,9 @@ class NoveltyConfig(_Section):
     seed: int = Field(1, description="seed of the fixed random networks")
 
 
+_Stick = Annotated[float, Field(gt=-1.0, lt=1.0)]  # a stick value strictly inside [-1, 1]
+
+
 class LearnerConfig(_Section):
     """The surrogate learner: twin critics fitted to novelty, an actor that climbs them."""
 
@@ -185,6 +188,9 @@ class LearnerConfig(_Section):
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")
     preact_penalty: float = Field(1e-3, ge=0, description="penalty on squared pre-tanh actor means (keeps sticks off saturation)")
+    action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
+        (0.0, 0.0, 0.0, 0.0), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
+        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior) + its output")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
@@ -318,7 +324,8 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         lines = []
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
-            where = origins.get(key, "defaults")
+            # an element of a list setting (``learner.filters.1``) comes from where its list came from
+            where = next((origins[k] for k in (key, key.rsplit(".", 1)[0]) if k in origins), "defaults")
             if e["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)

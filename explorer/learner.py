@@ -250,6 +250,10 @@ class Learner:
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
         self.actor, self.policy_net = self._build_policy(self.encoder)
+        prior = np.arctanh(np.asarray(config.action_prior, np.float32))
+        if config.algo == "sac":  # the log-stds follow the means in the actor's outputs
+            prior = np.concatenate([prior, np.zeros(ACTION_DIM, np.float32)])
+        self._prior_offset = tf.constant(prior, tf.float32)
         self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads")
         self.target_encoder = build_encoder(self.obs_shape, config, config.seed + 200, "target_encoder")
         self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads")
@@ -310,9 +314,13 @@ class Learner:
     def alpha(self) -> tf.Tensor:
         return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
 
+    def _with_prior(self, y: tf.Tensor) -> tf.Tensor:
+        """The actor's outputs with ``atanh(action_prior)`` added to their pre-tanh means."""
+        return y + self._prior_offset
+
     def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor, actor: keras.Model | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """Pre-tanh mean and log-std (TD3: log-std is a dummy zero), from ``actor`` (default: the trained one)."""
-        y = (actor or self.policy_net)([obs, ctx], training=False)
+        y = self._with_prior((actor or self.policy_net)([obs, ctx], training=False))
         if self.config.algo == "sac":
             mean, log_std = tf.split(y, 2, axis=-1)
             return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
@@ -320,10 +328,10 @@ class Learner:
 
     def _actor_out(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None) -> tf.Tensor:
         if not self.config.shared_encoder:
-            return self.actor([obs, ctx], training=training)
+            return self._with_prior(self.actor([obs, ctx], training=training))
         if features is None:
             features = self.encoder(obs, training=False)
-        return self.actor([tf.stop_gradient(features), ctx], training=training)
+        return self._with_prior(self.actor([tf.stop_gradient(features), ctx], training=training))
 
     def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool,
                 features: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -519,6 +527,7 @@ class LearningAgent:
         self.learner = Learner(learner_config, self.novelty, stacked, self.ctx_dim)
         self.replay = Replay(self.frame_shape, k, self.ctx_dim, learner_config.replay_mb, learner_config.seed)
         self.rng = np.random.default_rng(learner_config.seed + 2)
+        self.prior = np.asarray(learner_config.action_prior, np.float32)
         self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
         self.steps = 0
         self.episode_step = 0
@@ -571,7 +580,7 @@ class LearningAgent:
         rho = c.noise_rho
         self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
         if self.steps < c.warmup_steps:
-            a = np.clip(self.noise, -1.0, 1.0)
+            a = np.clip(self.noise + self.prior, -1.0, 1.0)
         else:
             ctx = self.context(self.prev_action, self.episode_step)
             mean, log_std = self.learner.policy(tf.constant(self._stack(obs)[None]), tf.constant(ctx[None]))

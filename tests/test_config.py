@@ -59,6 +59,10 @@ def test_wrong_type_names_key_and_origin(tmp_path):
         cfg.load(None, ["capture.fps=-1"])
     with pytest.raises(cfg.ConfigError, match="run.agent"):
         cfg.load(None, ["run.agent=clever"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.action_prior.3 \(from --set\): Input should be less than 1"):
+        cfg.load(None, ["learner.action_prior=[0, 0, 0, 1]"])
+    with pytest.raises(cfg.ConfigError, match="learner.action_prior"):
+        cfg.load(None, ["learner.action_prior=[0, 0.5]"])
 
 
 def test_malformed_inputs_are_clear(tmp_path):

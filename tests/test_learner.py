@@ -215,3 +215,17 @@ def test_resume_gives_the_same_next_action(tmp_path, repeat):
     _, after2 = play(resumed, game2, 5, frames)
     np.testing.assert_allclose(after2[0], after[0], atol=1e-6)
     np.testing.assert_allclose(np.array(after2), np.array(after), atol=1e-4)
+
+
+def test_action_prior_centres_the_warm_up_sticks_and_the_untrained_policy():
+    prior = (0.0, -0.3, 0.0, 0.6)
+    agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 2000, "action_prior": prior}), NoveltyConfig(), SHAPE)
+    obs = np.zeros(SHAPE, np.uint8)
+    warm = np.array([agent.act(obs) for _ in range(2000)])
+    np.testing.assert_allclose(warm.mean(0), prior, atol=0.15)
+    ctx = agent.context(np.zeros(4, np.float32), 0)
+    mean, _ = agent.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    np.testing.assert_allclose(np.tanh(mean), prior, atol=0.02)  # the actor's outputs start near zero
+    plain = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE)
+    mean0, _ = plain.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    np.testing.assert_allclose(mean - mean0, np.arctanh(prior), atol=1e-5)

@@ -1,7 +1,8 @@
 """Benchmark exploration on the built-in game: coverage of map cells per episode.
 
 Compares, on ViZDoom my_way_home (525-step episodes) with the same seeds and step
-budget: uniform random sticks, sticky random sticks (each held 8 steps), the
+budget: uniform random sticks, sticky random sticks (each held 8 steps; with
+``sticky_prior``, moved by ``learner.action_prior`` as the learner's are), the
 original question's agent (pixel novelty used directly as the loss: it fails
 with "No gradients", and the guard says why), and explorer's learning agent
 with each novelty signal. Coverage is the number of distinct 64x64-map-unit
@@ -80,6 +81,24 @@ class OriginalAgent:
         return {}
 
 
+class PriorSticky:
+    """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]): what the prior does without learning."""
+
+    def __init__(self, seed: int, sticky_steps: int, prior):
+        from explorer.agent import RandomAgent
+        self.random = RandomAgent(seed, sticky_steps)
+        self.prior = np.asarray(prior, np.float32)
+
+    def act(self, obs) -> np.ndarray:
+        return np.clip(self.random.act(obs) + self.prior, -1.0, 1.0)
+
+    def observe(self, obs, action, next_obs, first, last) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path) -> dict:
     """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures."""
     from explorer.cli import explore
@@ -93,6 +112,9 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
         sets.append("run.agent=random")
     elif agent_name == "sticky":
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
+    elif agent_name == "sticky_prior":
+        sets += ["run.agent=sticky", "run.sticky_steps=8"]
+        agent = PriorSticky(seed, 8, load(None, sets + overrides).learner.action_prior)
     elif agent_name == "original":
         sets.append("run.agent=random")  # replaced by the agent below
         config = load(None, sets)
@@ -107,7 +129,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
     per_episode = summary["cells_per_episode"]
     seconds = summary["seconds"]
     result = {"agent": agent_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
-              "overrides": overrides if agent is None and agent_name not in ("uniform", "sticky") else [],
+              "overrides": overrides if agent_name not in ("uniform", "sticky", "original") else [],
               "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
               "total_cells": summary["distinct_cells"], "steps_per_s": summary["steps_per_s"],
               "updates_per_s": summary["updates"] / seconds if seconds else 0.0, "wall_s": seconds,
@@ -122,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--agents", nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
-                    help=f"uniform, sticky, original, or a novelty signal ({', '.join(SIGNALS)})")
+                    help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior), original, "
+                         f"or a novelty signal ({', '.join(SIGNALS)})")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents")
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow intra-op threads (0 = default)")
