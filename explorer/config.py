@@ -52,7 +52,7 @@ class ObservationConfig(_Section):
 
     width: int = Field(64, gt=0, description="observation width, pixels")
     height: int = Field(64, gt=0, description="observation height, pixels")
-    grayscale: bool = Field(True, description="convert frames to one grey channel")
+    grayscale: bool = Field(False, description="convert frames to one grey channel (colour frames feed the default histogram novelty)")
     stack: int = Field(3, gt=0, description="newest frames stacked into one observation")
 
 
@@ -108,7 +108,7 @@ class RunConfig(_Section):
     """A run of ``explorer explore`` or ``explorer play``."""
 
     dir: str = Field("runs", description="parent folder of run directories")
-    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 15 min on 2 cores)")
+    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 18 min on 2 cores)")
     seed: int = Field(0, description="seed for TensorFlow, numpy and the game")
     agent: Literal["explorer", "random", "sticky"] = Field(
         "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held (baselines)")
@@ -125,7 +125,7 @@ class NoveltyConfig(_Section):
         "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
         "pixel: mean abs pixel difference to recent frames (naive baseline)")
     embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
-        "temporal", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
+        "histogram", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
         "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
         "in a room with walls of its own colours; pooled: fixed random CNN averaged over image columns, so "
         "turning in place (a horizontal image shift) changes it little; random: fixed random CNN, flattened; "
@@ -164,8 +164,8 @@ class LearnerConfig(_Section):
     n_step: int = Field(5, ge=1, description="decisions of novelty summed before bootstrapping (n-step TD)")
     action_repeat: int = Field(1, ge=1, description="agent steps each of the actor's decisions is held for; a replayed "
                                "transition is one decision, its novelty summed (discounted) over its steps")
-    batch_size: int = Field(64, gt=0, description="transitions per update")
-    update_every: int = Field(2, ge=1, description="agent steps between updates")
+    batch_size: int = Field(32, gt=0, description="transitions per update")
+    update_every: int = Field(1, ge=1, description="agent steps between updates")
     warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
     replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
     actor_lr: float = Field(3e-4, gt=0, description="actor Adam step size")

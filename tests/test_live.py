@@ -33,7 +33,9 @@ def test_window_is_found_by_title_and_captured(doom_window):
     screen = MssScreen(load(None, ["capture.source=window", "capture.window_title=ViZDoom"]).capture, load().observation)
     raw = screen.grab_raw()
     assert raw.shape == (240, 320, 3) and raw.std() > 5  # the game's picture, not black
-    assert screen.grab().shape == (64, 64, 1)
+    assert screen.grab().shape == (64, 64, 3)  # colour observations by default
+    grey = MssScreen(screen.capture, load(None, ["observation.grayscale=true"]).observation)
+    assert grey.grab().shape == (64, 64, 1)
 
 
 def test_window_lookup_errors_list_the_candidates(doom_window):

@@ -25,13 +25,13 @@ def game():
 
 def test_frames_have_the_observation_shape_and_show_the_game(game):
     frame = game.grab()
-    assert frame.shape == (64, 64, 1) and frame.dtype == np.uint8
+    assert frame.shape == (64, 64, 3) and frame.dtype == np.uint8  # colour by default
     assert frame.std() > 5  # a rendered view, not a blank buffer
-    rgb = make_game(load(None, ["observation.grayscale=false", "observation.width=80"]))
+    grey = make_game(load(None, ["observation.grayscale=true", "observation.width=80"]))
     try:
-        assert rgb.grab().shape == (64, 80, 3)
+        assert grey.grab().shape == (64, 80, 1)
     finally:
-        rgb.close()
+        grey.close()
 
 
 def test_walk_stick_moves_the_player_and_camera_stick_turns(game):
