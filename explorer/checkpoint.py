@@ -68,6 +68,10 @@ class Checkpointer:
         try:
             self.checkpoint.read(path).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as err:
-            raise CheckpointError(f"checkpoint {path} does not fit this agent (was the learner config changed?): {err}") from err
+            settings = self.directory.parent / "config.toml"
+            raise CheckpointError(
+                f"checkpoint {path} does not fit this agent: its network sizes or its observations (frame size, "
+                f"colour or grey, stack) differ from the settings now in use; to continue that run, load the settings "
+                f"it was trained with: --config {settings}. ({type(err).__name__}: {str(err).splitlines()[0][:200]})") from err
         self.agent.restore_state(side)
         return step

@@ -94,8 +94,11 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(CheckpointError, match="no checkpoint"):
         Checkpointer(small_agent(), tmp_path / "empty").restore()
-    with pytest.raises(CheckpointError, match="does not fit"):
+    with pytest.raises(CheckpointError, match=f"does not fit(.|\n)*--config {tmp_path.parent / 'config.toml'}"):
         Checkpointer(small_agent(hidden=24), tmp_path).restore()
+    other_frames = build_agent(LearnerConfig(**SMALL), NoveltyConfig(signal="pixel"), (3, *SHAPE[:2], 3 if SHAPE[2] == 1 else 1))
+    with pytest.raises(CheckpointError, match="colour or grey"):  # grey frames against colour ones, or back
+        Checkpointer(other_frames, tmp_path).restore()
 
 
 def test_explore_resume_continues_where_it_stopped(tmp_path):
