@@ -189,8 +189,9 @@ class LearnerConfig(_Section):
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")
     preact_penalty: float = Field(1e-3, ge=0, description="penalty on squared pre-tanh actor means (keeps sticks off saturation)")
     action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
-        (0.0, 0.0, 0.0, 0.0), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
-        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior) + its output")
+        (0.0, 0.0, 0.0, 0.8), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
+        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior) + its output; "
+        "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; [0, 0, 0, 0] for none")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
