@@ -81,22 +81,15 @@ class OriginalAgent:
         return {}
 
 
-class PriorSticky:
+def prior_sticky(seed: int, sticky_steps: int, prior):
     """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]): what the prior does without learning."""
+    from explorer.agent import RandomAgent
 
-    def __init__(self, seed: int, sticky_steps: int, prior):
-        from explorer.agent import RandomAgent
-        self.random = RandomAgent(seed, sticky_steps)
-        self.prior = np.asarray(prior, np.float32)
+    class PriorSticky(RandomAgent):
+        def act(self, obs) -> np.ndarray:
+            return np.clip(super().act(obs) + np.asarray(prior, np.float32), -1.0, 1.0)
 
-    def act(self, obs) -> np.ndarray:
-        return np.clip(self.random.act(obs) + self.prior, -1.0, 1.0)
-
-    def observe(self, obs, action, next_obs, first, last) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
+    return PriorSticky(seed, sticky_steps)
 
 
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path) -> dict:
@@ -114,7 +107,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
     elif agent_name == "sticky_prior":
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
-        agent = PriorSticky(seed, 8, load(None, sets + overrides).learner.action_prior)
+        agent = prior_sticky(seed, 8, load(None, sets + overrides).learner.action_prior)
     elif agent_name == "original":
         sets.append("run.agent=random")  # replaced by the agent below
         config = load(None, sets)
