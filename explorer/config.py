@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -154,6 +154,7 @@ class NoveltyConfig(_Section):
 
 
 _Stick = Annotated[float, Field(gt=-1.0, lt=1.0)]  # a stick value strictly inside [-1, 1]
+_Bound = Annotated[float, Field(ge=-1.0, le=1.0)]  # a stick value in [-1, 1]
 
 
 class LearnerConfig(_Section):
@@ -190,13 +191,32 @@ class LearnerConfig(_Section):
     preact_penalty: float = Field(1e-3, ge=0, description="penalty on squared pre-tanh actor means (keeps sticks off saturation)")
     action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
         (0.0, 0.0, 0.0, 0.8), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
-        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior) + its output; "
+        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior rescaled from "
+        "[action_low, action_high] to [-1, 1]) + its output, so each value must lie strictly inside that range; "
         "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; [0, 0, 0, 0] for none")
+    action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
+        (-1.0, -1.0, -1.0, -1.0), description="lowest stick value the policy can send on each axis (camera x, camera y, "
+        "walk x, walk y): its squashed output [-1, 1] is mapped linearly onto [action_low, action_high]; "
+        "a walk y low of 0 never walks backwards")
+    action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
+        (1.0, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
     publish_every: int = Field(10, ge=1, description="live mode: updates between weight snapshots handed to the acting policy")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+
+    @model_validator(mode="after")
+    def _prior_inside_range(self) -> LearnerConfig:
+        for i, axis in enumerate(("camera x", "camera y", "walk x", "walk y")):
+            low, high, prior = self.action_low[i], self.action_high[i], self.action_prior[i]
+            if not low < high:
+                raise ValueError(f"learner.action_low.{i} ({axis}) = {low} must be below learner.action_high.{i} = {high}")
+            if not low < prior < high:
+                raise ValueError(f"learner.action_prior.{i} ({axis}) = {prior} must lie strictly between "
+                                 f"learner.action_low.{i} = {low} and learner.action_high.{i} = {high}; "
+                                 f"move the prior inside the range or widen the range")
+        return self
 
 
 class RecordConfig(_Section):
@@ -331,6 +351,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)
                 lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
+            elif isinstance(e.get("input"), dict):  # a check across keys of a section: its message names them
+                named = sorted({o for k, o in origins.items() if k.startswith(key + ".") and k in e["msg"]})
+                lines.append(f"{e['msg'].removeprefix('Value error, ')} (from {', '.join(named) or 'defaults'})")
             else:
                 lines.append(f"{key} (from {where}): {e['msg']}, got {e.get('input')!r}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None

@@ -238,6 +238,24 @@ class Replay:
 
 # ---------------------------------------------------------------- learner
 
+class StickRange:
+    """Where the policy's squashed outputs land: ``[-1, 1]`` per axis mapped linearly onto ``[action_low, action_high]``.
+
+    ``prior`` is ``action_prior`` in squashed units (its place in the range, mapped onto [-1, 1]).
+    Calling it maps squashed values (numpy arrays or tensors) to stick values; with the full
+    range [-1, 1] on every axis it returns its input unchanged.
+    """
+
+    def __init__(self, config: LearnerConfig):
+        low, high = np.asarray(config.action_low, np.float64), np.asarray(config.action_high, np.float64)
+        self.full = bool(np.all(low == -1.0) and np.all(high == 1.0))
+        self.low, self.half = low.astype(np.float32), ((high - low) / 2).astype(np.float32)
+        self.prior = ((np.asarray(config.action_prior, np.float64) - low) / (high - low) * 2 - 1).astype(np.float32)
+
+    def __call__(self, squashed: Any) -> Any:
+        return squashed if self.full else self.low + (squashed + 1.0) * self.half
+
+
 class Learner:
     """Twin critics with targets, an actor, (SAC) an entropy weight, and the compiled train step."""
 
@@ -250,7 +268,8 @@ class Learner:
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
         self.actor, self.policy_net = self._build_policy(self.encoder)
-        prior = np.arctanh(np.asarray(config.action_prior, np.float32))
+        self.sticks = StickRange(config)
+        prior = np.arctanh(self.sticks.prior)
         if config.algo == "sac":  # the log-stds follow the means in the actor's outputs
             prior = np.concatenate([prior, np.zeros(ACTION_DIM, np.float32)])
         self._prior_offset = tf.constant(prior, tf.float32)
@@ -315,7 +334,7 @@ class Learner:
         return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
 
     def _with_prior(self, y: tf.Tensor) -> tf.Tensor:
-        """The actor's outputs with ``atanh(action_prior)`` added to their pre-tanh means."""
+        """The actor's outputs with ``atanh(prior)`` added to their pre-tanh means (the prior in squashed units)."""
         return y + self._prior_offset
 
     def _policy_out(self, obs: tf.Tensor, ctx: tf.Tensor, actor: keras.Model | None = None) -> tuple[tf.Tensor, tf.Tensor]:
@@ -344,8 +363,8 @@ class Learner:
             mean, log_std = tf.split(y, 2, axis=-1)
             log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
             a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
-            return a, logp, mean
-        return tf.tanh(y), tf.zeros_like(y), y
+            return self.sticks(a), logp, mean
+        return self.sticks(tf.tanh(y)), tf.zeros_like(y), y
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
@@ -370,7 +389,7 @@ class Learner:
         else:
             y = self._actor_out(next_obs, next_ctx, False, next_features)
             noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
-            next_a, next_logp = tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0), None
+            next_a, next_logp = self.sticks(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0)), None
         next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_ctx], training=False), axis=-1)
         y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
         features = self.encoder(obs, training=True)
@@ -527,7 +546,7 @@ class LearningAgent:
         self.learner = Learner(learner_config, self.novelty, stacked, self.ctx_dim)
         self.replay = Replay(self.frame_shape, k, self.ctx_dim, learner_config.replay_mb, learner_config.seed)
         self.rng = np.random.default_rng(learner_config.seed + 2)
-        self.prior = np.asarray(learner_config.action_prior, np.float32)
+        self.prior = self.learner.sticks.prior  # squashed units
         self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
         self.steps = 0
         self.episode_step = 0
@@ -588,7 +607,7 @@ class LearningAgent:
                 a = np.tanh(mean + np.exp(log_std) * self.noise)
             else:
                 a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
-        self.held, self.held_steps = a.astype(np.float32), 1
+        self.held, self.held_steps = self.learner.sticks(a).astype(np.float32), 1
         return self.held.copy()
 
     def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:

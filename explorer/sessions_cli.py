@@ -405,7 +405,7 @@ PolicyFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 
 def learning_agent_policy(agent: Any) -> PolicyFn:
-    """The deterministic action (tanh of the actor's mean, no noise) of a :class:`explorer.learner.LearningAgent`."""
+    """The deterministic action (tanh of the actor's mean, no noise, on its stick range) of a :class:`explorer.learner.LearningAgent`."""
     import tensorflow as tf
 
     def policy(obs: np.ndarray, prev_action: np.ndarray, episode_step: int) -> np.ndarray:
@@ -413,7 +413,7 @@ def learning_agent_policy(agent: Any) -> PolicyFn:
         stacked = obs.transpose(1, 2, 0, 3).reshape(1, h, w, k * c)
         ctx = agent.context(prev_action, episode_step)[None]
         mean, _ = agent.learner.policy(tf.constant(stacked), tf.constant(ctx))
-        return np.tanh(mean).astype(np.float32)
+        return agent.learner.sticks(np.tanh(mean)).astype(np.float32)
 
     return policy
 

@@ -63,6 +63,13 @@ def test_wrong_type_names_key_and_origin(tmp_path):
         cfg.load(None, ["learner.action_prior=[0, 0, 0, 1]"])
     with pytest.raises(cfg.ConfigError, match="learner.action_prior"):
         cfg.load(None, ["learner.action_prior=[0, 0.5]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.action_prior.3 \(walk y\) = 0.8 must lie strictly between "
+                       r"learner.action_low.3 = 0.9 and learner.action_high.3 = 1.0; .*\(from --set\)"):
+        cfg.load(None, ["learner.action_low=[-1, -1, -1, 0.9]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.action_low.0 \(camera x\) = 0.5 must be below learner.action_high.0 = 0.5"):
+        cfg.load(None, ["learner.action_low=[0.5, -1, -1, -1]", "learner.action_high=[0.5, 1, 1, 1]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.action_high.2 \(from --set\): Input should be less than or equal to 1"):
+        cfg.load(None, ["learner.action_high=[1, 1, 2, 1]"])
 
 
 def test_malformed_inputs_are_clear(tmp_path):

@@ -12,6 +12,7 @@ from explorer.guard import GradientPathError, check_gradients
 from explorer.learner import (
     Learner,
     NonFiniteLossError,
+    StickRange,
     build_agent,
     shift_crop,
     squash,
@@ -230,3 +231,30 @@ def test_action_prior_centres_the_warm_up_sticks_and_the_untrained_policy():
     plain = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE)
     mean0, _ = plain.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
     np.testing.assert_allclose(mean - mean0, np.arctanh(prior), atol=1e-5)
+
+
+def test_stick_range_maps_the_policy_and_the_prior_onto_it():
+    """walk y in [0, 1] (never backwards) and camera x in [-0.5, 0.5], prior walk y 0.75 (squashed: 0.5)."""
+    rng = dict(action_low=(-0.5, -1.0, -1.0, 0.0), action_high=(0.5, 1.0, 1.0, 1.0), action_prior=(0.0, 0.0, 0.0, 0.75))
+    sticks = StickRange(LearnerConfig(**{**SMALL, **rng}))
+    np.testing.assert_allclose(sticks.prior, [0.0, 0.0, 0.0, 0.5], atol=1e-7)
+    np.testing.assert_allclose(sticks(np.array([-1.0, -1.0, 0.0, -1.0])), [-0.5, -1.0, 0.0, 0.0], atol=1e-7)
+    np.testing.assert_allclose(sticks(tf.constant([1.0, 0.5, 1.0, 0.0])).numpy(), [0.5, 0.5, 1.0, 0.5], atol=1e-7)
+    full = np.array([0.3, -0.7, 0.9, 0.1], np.float32)
+    assert StickRange(LearnerConfig(**SMALL))(full) is full  # the full range changes nothing
+
+    agent = build_agent(LearnerConfig(**{**SMALL, **rng, "warmup_steps": 300}), NoveltyConfig(), SHAPE)
+    obs = np.zeros(SHAPE, np.uint8)
+    acted = np.array([agent.act(obs) for _ in range(300)])  # warm-up sticks
+    agent.steps = 300
+    acted = np.concatenate([acted, [agent.act(obs) for _ in range(300)]])  # the policy's, noise included
+    low, high = np.array(rng["action_low"]), np.array(rng["action_high"])
+    assert np.all(acted >= low - 1e-6) and np.all(acted <= high + 1e-6)
+    assert acted[:, 3].min() < 0.1 and acted[:, 3].max() > 0.9  # the range is used, not just respected
+    ctx = agent.context(np.zeros(4, np.float32), 0)
+    mean, _ = agent.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    np.testing.assert_allclose(sticks(np.tanh(mean))[3], 0.75, atol=0.02)  # starts at the prior
+    # the actor loss and the TD targets see the same stick values the pad gets
+    batch = agent.learner.dummy_batch()
+    a, _, _ = agent.learner._sample(batch["obs"], batch["ctx"], training=False)
+    assert np.all(a.numpy() >= low - 1e-6) and np.all(a.numpy() <= high + 1e-6)

@@ -81,13 +81,18 @@ class OriginalAgent:
         return {}
 
 
-def prior_sticky(seed: int, sticky_steps: int, prior):
-    """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]): what the prior does without learning."""
+def prior_sticky(seed: int, sticky_steps: int, learner_config):
+    """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]) and put on the learner's
+    stick range (``learner.action_low``/``action_high``), as its warm-up sticks are: what the prior and the
+    range do without learning."""
     from explorer.agent import RandomAgent
+    from explorer.learner import StickRange
+
+    sticks = StickRange(learner_config)
 
     class PriorSticky(RandomAgent):
         def act(self, obs) -> np.ndarray:
-            return np.clip(super().act(obs) + np.asarray(prior, np.float32), -1.0, 1.0)
+            return sticks(np.clip(super().act(obs) + sticks.prior, -1.0, 1.0)).astype(np.float32)
 
     return PriorSticky(seed, sticky_steps)
 
@@ -107,7 +112,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
     elif agent_name == "sticky_prior":
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
-        agent = prior_sticky(seed, 8, load(None, sets + overrides).learner.action_prior)
+        agent = prior_sticky(seed, 8, load(None, sets + overrides).learner)
     elif agent_name == "original":
         sets.append("run.agent=random")  # replaced by the agent below
         config = load(None, sets)
