@@ -20,9 +20,10 @@ from explorer.learner import (
 )
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
-# No action prior: the learning test must find "walk forward" by itself.
+# No action prior and the whole pad: the learning test must find "walk forward" by itself.
 SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=100, update_every=1,
-             replay_mb=8.0, seed=3, action_prior=(0.0, 0.0, 0.0, 0.0))
+             replay_mb=8.0, seed=3, action_prior=(0.0, 0.0, 0.0, 0.0),
+             action_low=(-1.0, -1.0, -1.0, -1.0), action_high=(1.0, 1.0, 1.0, 1.0))
 
 
 class WalkGame:
