@@ -37,11 +37,29 @@ class Checkpointer:
         self.checkpoint = tf.train.Checkpoint(**agent.learner.checkpoint_items())
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep,
                                                   checkpoint_name="learner")
+        #: set when a save failed (a full disk): the run stops, and its way out does not try again
+        self.failed = False
 
     def save(self, step: int) -> str:
-        """Write a checkpoint for agent step ``step``; returns its path prefix."""
-        self.agent.save_state(self.directory / f"state-{step}")
-        path = self.manager.save(checkpoint_number=step)
+        """Write a checkpoint for agent step ``step``; returns its path prefix.
+
+        Raises:
+          CheckpointError: it could not be written (a full disk, a folder gone); what it had
+            written is removed, and the checkpoints written before stay as they were.
+        """
+        side = self.directory / f"state-{step}"
+        try:
+            self.agent.save_state(side)
+            path = self.manager.save(checkpoint_number=step)
+        except (OSError, tf.errors.OpError) as err:
+            self.failed = True
+            shutil.rmtree(side, ignore_errors=True)
+            reason = getattr(err, "strerror", None) or str(err).splitlines()[0][:200]
+            raise CheckpointError(
+                f"could not write the checkpoint of step {step} in {self.directory}: {reason}. Each checkpoint holds "
+                f"the replay (up to learner.replay_mb MiB); free space there, or lower learner.replay_mb. The last "
+                f"checkpoint written, {self.manager.latest_checkpoint or 'none'}, is kept: explorer explore --resume "
+                f"{self.directory.parent} continues from it") from err
         kept = {Path(p).name.rsplit("-", 1)[-1] for p in self.manager.checkpoints}
         for side in self.directory.glob("state-*"):
             if side.name.split("-", 1)[1] not in kept:

@@ -79,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         print("\nexplorer: interrupted; the pad is neutral", file=sys.stderr)
         return 130
     except Exception as err:
+        from explorer.checkpoint import CheckpointError
         from explorer.games.vizdoom import GameError
+        from explorer.learner import NonFiniteLossError
         from explorer.loop import NonFiniteAction, StalledCapture
         from explorer.pad import PadError
         from explorer.record import RecorderError
         from explorer.screen import ScreenError
         from explorer.session import SessionError
-        if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture, RecorderError, SessionError)):
+        if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture, RecorderError, SessionError,
+                            CheckpointError, NonFiniteLossError)):
             print(f"explorer: {err}", file=sys.stderr)
             return 1
         raise
@@ -212,8 +215,8 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
                 recorder.close()
         finally:
             try:
-                if checkpointer is not None and done[0] > start:
-                    checkpointer.save(done[0])  # on every way out, Ctrl-C included
+                if checkpointer is not None and done[0] > start and not checkpointer.failed:
+                    checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
             finally:
                 agent.close()
                 game.close()

@@ -101,6 +101,36 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
         Checkpointer(other_frames, tmp_path).restore()
 
 
+def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import explorer.learner
+
+    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
+            "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
+            "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=30"]
+    savez, calls = explorer.learner.np.savez, []
+
+    def fill_the_disk(path, **arrays):
+        calls.append(str(path))
+        if len(calls) > 1:  # the first checkpoint fits, the second finds the disk full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        savez(path, **arrays)
+
+    monkeypatch.setattr(explorer.learner.np, "savez", fill_the_disk)
+    assert cli.main(["explore", "--steps", "100", *args]) != 0
+    err = capsys.readouterr().err
+    assert "could not write the checkpoint of step 60" in err and "No space left on device" in err
+    assert "learner-30, is kept" in err and f"--resume {tmp_path}" in err
+    assert len(calls) == 2  # the way out did not try again on the full disk
+    (run,) = list(tmp_path.iterdir())
+    assert sorted(p.name for p in (run / "checkpoints").glob("state-*")) == ["state-30"]  # the half-written one is gone
+    assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["agent.json", "replay.npz"]
+    monkeypatch.setattr(explorer.learner.np, "savez", savez)
+    assert cli.main(["explore", "--resume", str(run), "--steps", "100", "--no-progress"]) == 0
+    assert json.loads((run / "summary.json").read_text())["resumed_at"] == 30
+
+
 def test_explore_resume_continues_where_it_stopped(tmp_path):
     args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
             "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
