@@ -173,7 +173,8 @@ class LearnerConfig(_Section):
     critic_lr: float = Field(3e-4, gt=0, description="critic Adam step size")
     alpha_lr: float = Field(3e-4, gt=0, description="SAC entropy-weight Adam step size")
     init_alpha: float = Field(0.1, gt=0, description="SAC initial entropy weight")
-    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the 4 axes (each axis has its own weight aiming at a quarter)")
+    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the 4 axes (each axis has its own weight aiming at a quarter), "
+                                  "measured on the squashed outputs in [-1, 1], before the stick range (action_low/high) scales them")
     tau: float = Field(0.01, gt=0, le=1, description="target network Polyak rate per update")
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")
     hidden: int = Field(256, gt=0, description="width of critic and actor heads")

@@ -583,7 +583,7 @@ class LearningAgent:
         return o.transpose(1, 2, 0, 3).reshape(h, w, k * c)
 
     def act(self, obs: Any) -> np.ndarray:
-        """``uint8[k, H, W, C]`` -> ``float32[4]`` in [-1, 1], exploration noise included.
+        """``uint8[k, H, W, C]`` -> ``float32[4]`` in [action_low, action_high], exploration noise included.
 
         The actor decides every ``action_repeat`` steps; in between, the decision is held.
         """

@@ -2,7 +2,8 @@
 
 Compares, on ViZDoom my_way_home (525-step episodes) with the same seeds and step
 budget: uniform random sticks, sticky random sticks (each held 8 steps; with
-``sticky_prior``, moved by ``learner.action_prior`` as the learner's are), the
+``sticky_prior``, moved by ``learner.action_prior`` and put on ``learner.action_low``/
+``action_high`` as the learner's warm-up sticks are), the
 original question's agent (pixel novelty used directly as the loss: it fails
 with "No gradients", and the guard says why), and explorer's learning agent
 with each novelty signal. Coverage is the number of distinct 64x64-map-unit
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--agents", nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
-                    help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior), original, "
+                    help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior, on the learner's stick range), original, "
                          f"or a novelty signal ({', '.join(SIGNALS)})")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents")
