@@ -115,6 +115,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if not run_config.is_file():
             raise ConfigError(f"--resume {args.resume}: no config.toml there; give the run directory of an explore run")
         config = config_mod.load(run_config, [])
+        newer = config_mod.missing_keys(run_config)
+        if newer:
+            print(f"explorer: {run_config} predates settings it does not set, which take today's defaults: "
+                  + ", ".join(f"{k} = {v}" for k, v in newer.items())
+                  + "; to resume with other values, pass them with --set", file=sys.stderr)
         if args.config:
             config = config_mod.load(args.config, [], base=config)
         config = config_mod.load(None, [*args.overrides, *extra], base=config)

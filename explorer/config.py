@@ -353,12 +353,18 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)
                 lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
-            elif isinstance(e.get("input"), dict):  # a check across keys of a section: its message names them
+            elif e["type"] == "value_error" and isinstance(e.get("input"), dict):  # a check across keys of a section
                 named = sorted({o for k, o in origins.items() if k.startswith(key + ".") and k in e["msg"]})
                 lines.append(f"{e['msg'].removeprefix('Value error, ')} (from {', '.join(named) or 'defaults'})")
             else:
                 lines.append(f"{key} (from {where}): {e['msg']}, got {e.get('input')!r}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def missing_keys(path: str | Path) -> dict[str, Any]:
+    """Settings a TOML file does not set (written by an older version, say), with their defaults."""
+    given = _flatten(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+    return {k: v for k, v in _flatten(Config().to_dict()).items() if k not in given}
 
 
 def _known_keys(section: str) -> list[str]:
