@@ -546,7 +546,6 @@ class LearningAgent:
         self.learner = Learner(learner_config, self.novelty, stacked, self.ctx_dim)
         self.replay = Replay(self.frame_shape, k, self.ctx_dim, learner_config.replay_mb, learner_config.seed)
         self.rng = np.random.default_rng(learner_config.seed + 2)
-        self.prior = self.learner.sticks.prior  # squashed units
         self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
         self.steps = 0
         self.episode_step = 0
@@ -599,7 +598,7 @@ class LearningAgent:
         rho = c.noise_rho
         self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
         if self.steps < c.warmup_steps:
-            a = np.clip(self.noise + self.prior, -1.0, 1.0)
+            a = np.clip(self.noise + self.learner.sticks.prior, -1.0, 1.0)
         else:
             ctx = self.context(self.prev_action, self.episode_step)
             mean, log_std = self.learner.policy(tf.constant(self._stack(obs)[None]), tf.constant(ctx[None]))
