@@ -45,16 +45,17 @@ def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_
     traces = [f.experimental_get_tracing_count() for f in compiled]
     pad = RecordingPad()
     try:
-        stats = live(agent, pad, seconds=3.0)
+        runs = [live(agent, pad, seconds=3.0)]
         deadline = time.monotonic() + 60  # a loaded machine gets more time, not a weaker check
-        while (agent.stats()["updates"] < 5 or agent.stats()["installed"] < 1) and time.monotonic() < deadline:
-            live(agent, pad, seconds=3.0)
+        while (agent.stats()["updates"] < 5 or agent.stats()["installed"] < 1 or sum(r.steps for r in runs) < 40) \
+                and time.monotonic() < deadline:
+            runs.append(live(agent, pad, seconds=3.0))
     finally:
         agent.stop_learning()
     assert [f.experimental_get_tracing_count() for f in compiled] == traces  # nothing traced once running
     s = agent.stats()
     assert s["updates"] >= 5 and s["published"] >= 1 and s["installed"] >= 1, s
-    assert stats.steps >= 40 and pad.is_neutral  # 150 at 50 Hz; lenient for a loaded machine
+    assert sum(r.steps for r in runs) >= 40 and pad.is_neutral  # 150 per run at 50 Hz; lenient for a loaded machine
     # What the learner learned reached the acting copy, and only through installed snapshots.
     acting = [w.numpy() for w in agent.acting.weights]
     assert any(not np.array_equal(a, b) for a, b in zip(acting, initial, strict=True))
