@@ -196,10 +196,10 @@ class LearnerConfig(_Section):
         "[action_low, action_high] to [-1, 1]) + its output, so each value must lie strictly inside that range; "
         "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; [0, 0, 0, 0] for none")
     action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
-        (-0.5, -1.0, -1.0, 0.0), description="lowest stick value the policy can send on each axis (camera x, camera y, "
+        (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy can send on each axis (camera x, camera y, "
         "walk x, walk y): its squashed output [-1, 1] is mapped linearly onto [action_low, action_high]; the default "
-        "never walks backwards (walk y >= 0) and turns at most half as fast as the stick allows; "
-        "[-1, -1, -1, -1] with action_high [1, 1, 1, 1] gives the policy the whole pad")
+        "always walks forward (walk y in [0.6, 1], centred on the prior) and turns at most half as fast as the stick "
+        "allows; [-1, -1, -1, -1] with action_high [1, 1, 1, 1] gives the policy the whole pad")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
