@@ -108,7 +108,7 @@ class RunConfig(_Section):
     """A run of ``explorer explore`` or ``explorer play``."""
 
     dir: str = Field("runs", description="parent folder of run directories")
-    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 16 min on 2 cores)")
+    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 18 min on 2 cores)")
     seed: int = Field(0, description="seed for TensorFlow, numpy and the game")
     agent: Literal["explorer", "random", "sticky"] = Field(
         "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held (baselines)")
