@@ -194,7 +194,7 @@ class LearnerConfig(_Section):
         (0.0, 0.0, 0.0, 0.8), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
         "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior rescaled from "
         "[action_low, action_high] to [-1, 1]) + its output, so each value must lie strictly inside that range; "
-        "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; [0, 0, 0, 0] for none")
+        "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; the centre of the range has no effect ([0, 0, 0, 0] on the whole pad)")
     action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy can send on each axis (camera x, camera y, "
         "walk x, walk y): its squashed output [-1, 1] is mapped linearly onto [action_low, action_high]; the default "
