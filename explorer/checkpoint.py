@@ -47,13 +47,13 @@ class Checkpointer:
           CheckpointError: it could not be written (a full disk, a folder gone); what it had
             written is removed, and the checkpoints written before stay as they were.
         """
-        side = self.directory / f"state-{step}"
+        state_dir = self.directory / f"state-{step}"
         try:
-            self.agent.save_state(side)
+            self.agent.save_state(state_dir)
             path = self.manager.save(checkpoint_number=step)
         except (OSError, tf.errors.OpError) as err:
             self.failed = True
-            shutil.rmtree(side, ignore_errors=True)
+            shutil.rmtree(state_dir, ignore_errors=True)
             reason = getattr(err, "strerror", None) or str(err).splitlines()[0][:200]
             raise CheckpointError(
                 f"could not write the checkpoint of step {step} in {self.directory}: {reason}. Each checkpoint holds "
