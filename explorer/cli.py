@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
     _common(p)
 
-    from explorer.sessions_cli import add_parsers
+    from explorer.run.sessions import add_parsers
     add_parsers(sub, _common)
     return parser
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "play":
             return cmd_play(args)
         if args.command == "doctor":
-            from explorer.doctor import run_doctor
+            from explorer.run.doctor import run_doctor
             return run_doctor(load_config(args, []))
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args))
@@ -79,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\nexplorer: interrupted; the pad is neutral", file=sys.stderr)
         return 130
     except Exception as err:
-        from explorer.checkpoint import CheckpointError
-        from explorer.games.vizdoom import GameError
-        from explorer.learner import NonFiniteLossError
-        from explorer.loop import NonFiniteAction, StalledCapture
-        from explorer.pad import PadError
-        from explorer.record import RecorderError
-        from explorer.screen import ScreenError
-        from explorer.session import SessionError
+        from explorer.agent.checkpoint import CheckpointError
+        from explorer.agent.learner import NonFiniteLossError
+        from explorer.envs.pad import PadError
+        from explorer.envs.recorder import RecorderError
+        from explorer.envs.screen import ScreenError
+        from explorer.envs.session import SessionError
+        from explorer.envs.vizdoom import GameError
+        from explorer.run.driver import NonFiniteAction, StalledCapture
         if isinstance(err, (PadError, ScreenError, GameError, NonFiniteAction, StalledCapture, RecorderError, SessionError,
                             CheckpointError, NonFiniteLossError)):
             print(f"explorer: {err}", file=sys.stderr)
@@ -146,16 +146,16 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     """
     from tqdm import tqdm
 
-    from explorer.agent import make_agent
-    from explorer.checkpoint import Checkpointer
-    from explorer.coverage import Coverage
-    from explorer.games import make_game
-    from explorer.games.vizdoom import DoomPad
-    from explorer.loop import GameClock, run_loop
-    from explorer.pad import AXES
-    from explorer.plots import plot_trajectory
-    from explorer.ring import FrameRing
-    from explorer.rundir import RunDir
+    from explorer.agent.actors import make_agent
+    from explorer.agent.checkpoint import Checkpointer
+    from explorer.envs import make_game
+    from explorer.envs.pad import AXES
+    from explorer.envs.ring import FrameRing
+    from explorer.envs.vizdoom import DoomPad
+    from explorer.run.coverage import Coverage
+    from explorer.run.driver import GameClock, run_loop
+    from explorer.run.plots import plot_trajectory
+    from explorer.run.rundir import RunDir
 
     _seed(config.run.seed)
     if config.run.eager:
@@ -257,7 +257,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.game:
         extra += ["game.realtime=true", "game.visible=true"]
         if not args.window and not args.region:
-            from explorer.games.vizdoom import DoomGame
+            from explorer.envs.vizdoom import DoomGame
             args.window = DoomGame.window_title
     extra += capture_overrides(args.window, args.region)
     if args.seconds is not None:
@@ -285,14 +285,14 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
     (the Linux test bed): that window is captured like any game's, and the pad
     is the game's bridge unless ``pad`` or ``dry_run`` says otherwise.
     """
-    from explorer.agent import make_agent
-    from explorer.coverage import Coverage
-    from explorer.loop import Controls, LiveClock, run_loop
-    from explorer.pad import make_pad
-    from explorer.ring import FrameRing
-    from explorer.rundir import RunDir
-    from explorer.safety import Hotkeys, countdown
-    from explorer.screen import CaptureThread, MssScreen, focus_check
+    from explorer.agent.actors import make_agent
+    from explorer.envs.pad import make_pad
+    from explorer.envs.ring import FrameRing
+    from explorer.envs.screen import CaptureThread, MssScreen, focus_check
+    from explorer.run.coverage import Coverage
+    from explorer.run.driver import Controls, LiveClock, run_loop
+    from explorer.run.rundir import RunDir
+    from explorer.run.safety import Hotkeys, countdown
 
     _seed(config.run.seed)
     game = None
@@ -300,8 +300,8 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
     stack = ExitStack()
     with stack:
         if with_game:
-            from explorer.games import make_game
-            from explorer.games.vizdoom import DoomPad
+            from explorer.envs import make_game
+            from explorer.envs.vizdoom import DoomPad
             game = make_game(config)
             stack.callback(game.close)
             checks.append(game.check)
@@ -317,7 +317,7 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
         if hasattr(agent, "check"):
             checks.append(agent.check)
         if hasattr(agent, "agent") and hasattr(agent.agent, "save_state"):
-            from explorer.checkpoint import Checkpointer
+            from explorer.agent.checkpoint import Checkpointer
             checkpointer = Checkpointer(agent.agent, run.path / "checkpoints")
 
             def keep_what_was_learned() -> None:
@@ -374,10 +374,10 @@ def play(config: Config, dry_run: bool = False, pad: Any = None, controls: Any =
 
 
 def open_recorder(config: Config, run_path: Path, source: str, **meta: Any) -> Any:
-    """A :class:`~explorer.record.LoopRecorder` writing under ``record.dir``, or None when not recording."""
+    """A :class:`~explorer.envs.recorder.LoopRecorder` writing under ``record.dir``, or None when not recording."""
     if not config.record.dir:
         return None
-    from explorer.record import LoopRecorder, Recorder
+    from explorer.envs.recorder import LoopRecorder, Recorder
     path = Path(config.record.dir) / run_path.name
     info = {"source": source, "run_dir": str(run_path), "config": config.to_dict(),
             "episode_steps": config.game.episode_steps if source == "game" else 0, **meta}
@@ -388,7 +388,7 @@ def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:
     """Wait until a window with ``title`` is on screen (a game takes a moment to open it)."""
     if not title:
         return
-    from explorer.screen import ScreenError, find_window
+    from explorer.envs.screen import ScreenError, find_window
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -65,8 +65,8 @@ class RingConfig(_Section):
 class PadConfig(_Section):
     """Where stick values go."""
 
-    backend: Literal["vgamepad", "null", "recording"] = Field(
-        "vgamepad", description="vgamepad: a virtual Xbox 360 pad; null: sends nothing; recording: keeps every call (tests)")
+    backend: Literal["vgamepad", "null"] = Field(
+        "vgamepad", description="vgamepad: a virtual Xbox 360 pad; null: sends nothing")
     camera_stick: Literal["right", "left"] = Field("right", description="stick that receives camera x/y")
     walk_stick: Literal["left", "right"] = Field("left", description="stick that receives walk x/y")
     invert_camera_y: bool = Field(False, description="flip the sign of camera y before sending")

@@ -13,11 +13,11 @@ import time
 import numpy as np
 import pytest
 
-from explorer.agent import RandomAgent
-from explorer.fakes import FakeScreen, RecordingPad
-from explorer.loop import LiveClock, NonFiniteAction, StalledCapture, run_loop
-from explorer.ring import FrameRing
-from explorer.screen import CaptureThread
+from explorer.agent.actors import RandomAgent
+from explorer.envs.ring import FrameRing
+from explorer.envs.screen import CaptureThread
+from explorer.run.driver import LiveClock, NonFiniteAction, StalledCapture, run_loop
+from explorer.testing.fakes import FakeScreen, RecordingPad
 
 SHAPE = (16, 16, 1)
 
@@ -67,8 +67,8 @@ def test_sigterm_to_a_live_run_leaves_the_pad_neutral(tmp_path):
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_faults import live, SHAPE
-        from explorer.agent import RandomAgent
-        from explorer.fakes import FakeScreen, RecordingPad
+        from explorer.agent.actors import RandomAgent
+        from explorer.testing.fakes import FakeScreen, RecordingPad
 
         class Announce(RandomAgent):
             def act(self, obs):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.guard import (
+from explorer.agent.guard import (
     CAUSE_NOT_READ,
     CAUSE_NUMPY,
     CAUSE_REBUILT,
@@ -15,7 +15,7 @@ from explorer.guard import (
     GradientPathError,
     check_gradients,
 )
-from explorer.novelty import pixel_difference
+from explorer.agent.novelty import pixel_difference
 
 
 @pytest.fixture()

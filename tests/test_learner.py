@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.checkpoint import Checkpointer
-from explorer.config import LearnerConfig, NoveltyConfig
-from explorer.guard import GradientPathError, check_gradients
-from explorer.learner import (
+from explorer.agent.checkpoint import Checkpointer
+from explorer.agent.guard import GradientPathError, check_gradients
+from explorer.agent.learner import (
     Learner,
     NonFiniteLossError,
     StickRange,
@@ -18,6 +17,7 @@ from explorer.learner import (
     squash,
     td_targets,
 )
+from explorer.config import LearnerConfig, NoveltyConfig
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
 # No action prior and the whole pad: the learning test must find "walk forward" by itself.

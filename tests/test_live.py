@@ -10,7 +10,7 @@ import pytest
 
 from explorer import cli
 from explorer.config import load
-from explorer.screen import MssScreen, ScreenError, find_window
+from explorer.envs.screen import MssScreen, ScreenError, find_window
 
 pytestmark = pytest.mark.display
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.display
 @pytest.fixture
 def doom_window(xvfb):
     """A visible ViZDoom window on the private display."""
-    from explorer.games import make_game
+    from explorer.envs import make_game
     game = make_game(load(None, ["game.visible=true", "game.resolution='320x240'"]))
     for _ in range(5):
         game.advance()
@@ -75,7 +75,7 @@ def test_doctor_reports_display_and_capture(xvfb, capsys):
 def test_play_on_the_real_time_test_bed_sees_the_game_and_moves_the_player(xvfb, tmp_path, monkeypatch):
     """`explorer play --game`: ViZDoom at 35 tics/s in a window, found by title, captured with mss,
     driven through the pad bridge by a policy that walks forward."""
-    from explorer.agent import RandomAgent
+    from explorer.agent.actors import RandomAgent
 
     frames = []
 
@@ -87,7 +87,7 @@ def test_play_on_the_real_time_test_bed_sees_the_game_and_moves_the_player(xvfb,
     config = load(None, [f"run.dir={str(tmp_path)!r}", "control.countdown_s=0", "control.max_seconds=3",
                          "capture.source=window", "capture.window_title=vizdoom", "game.realtime=true",
                          "game.visible=true", "control.hz=20"])
-    monkeypatch.setattr("explorer.agent.make_agent", lambda *a, **k: Forward())
+    monkeypatch.setattr("explorer.agent.actors.make_agent", lambda *a, **k: Forward())
     summary = cli.play(config, with_game=True)
     assert summary["game"]["tics"] >= 2.5 * 35 * 0.8  # the engine ran in real time on its own clock
     assert summary["game"]["path_length"] > 50  # the sticks moved the player
@@ -102,7 +102,7 @@ def test_real_time_position_never_waits_for_the_engine_thread(xvfb):
     position for coverage every few steps and must not wait for it (that stalled ticks by up to 0.25 s)."""
     import threading
 
-    from explorer.games import make_game
+    from explorer.envs import make_game
     game = make_game(load(None, ["game.realtime=true", "game.visible=true"]))
     try:
         game.action = np.array([0.0, 0.0, 0.0, 1.0], np.float32)  # walk forward

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from explorer import cli
-from explorer.checkpoint import Checkpointer, CheckpointError
+from explorer.agent.checkpoint import Checkpointer, CheckpointError
+from explorer.agent.learner import build_agent
+from explorer.agent.threaded import LearnerDied, ThreadedAgent
 from explorer.config import LearnerConfig, NoveltyConfig, load
-from explorer.fakes import FakeScreen, RecordingPad
-from explorer.learner import build_agent
-from explorer.live import LearnerDied, ThreadedAgent
-from explorer.loop import LiveClock, run_loop
-from explorer.ring import FrameRing
-from explorer.screen import CaptureThread
+from explorer.envs.ring import FrameRing
+from explorer.envs.screen import CaptureThread
+from explorer.run.driver import LiveClock, run_loop
+from explorer.testing.fakes import FakeScreen, RecordingPad
 
 SHAPE = (16, 16, 1)
 SMALL = dict(batch_size=8, warmup_steps=16, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
@@ -108,12 +108,12 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
 def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monkeypatch, capsys):
     import errno
 
-    import explorer.learner
+    import explorer.agent.learner
 
     args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
             "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
             "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=30"]
-    savez, calls = explorer.learner.np.savez, []
+    savez, calls = explorer.agent.learner.np.savez, []
 
     def fill_the_disk(path, **arrays):
         calls.append(str(path))
@@ -121,7 +121,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
             raise OSError(errno.ENOSPC, "No space left on device")
         savez(path, **arrays)
 
-    monkeypatch.setattr(explorer.learner.np, "savez", fill_the_disk)
+    monkeypatch.setattr(explorer.agent.learner.np, "savez", fill_the_disk)
     assert cli.main(["explore", "--steps", "100", *args]) != 0
     err = capsys.readouterr().err
     assert "could not write the checkpoint of step 60" in err and "No space left on device" in err
@@ -130,7 +130,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
     (run,) = list(tmp_path.iterdir())
     assert sorted(p.name for p in (run / "checkpoints").glob("state-*")) == ["state-30"]  # the half-written one is gone
     assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["agent.json", "replay.npz"]
-    monkeypatch.setattr(explorer.learner.np, "savez", savez)
+    monkeypatch.setattr(explorer.agent.learner.np, "savez", savez)
     # a run directory from before the stick range: its settings file lacks the range, and resuming says so
     import tomli_w
 

@@ -8,12 +8,12 @@ import time
 import numpy as np
 import pytest
 
-from explorer.agent import PolicyAgent
-from explorer.fakes import FakeScreen, RecordingPad
-from explorer.loop import Controls, GameClock, LatencyHistogram, LiveClock, run_loop
-from explorer.policy import build_policy
-from explorer.ring import FrameRing
-from explorer.screen import CaptureThread
+from explorer.agent.actors import PolicyAgent
+from explorer.agent.networks import build_policy
+from explorer.envs.ring import FrameRing
+from explorer.envs.screen import CaptureThread
+from explorer.run.driver import Controls, GameClock, LatencyHistogram, LiveClock, run_loop
+from explorer.testing.fakes import FakeScreen, RecordingPad
 
 SHAPE = (16, 16, 1)
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.config import NoveltyConfig
-from explorer.novelty import (
+from explorer.agent.novelty import (
     colour_histogram,
     ema_update,
     knn_distance,
@@ -15,6 +14,7 @@ from explorer.novelty import (
     pixel_difference,
     running_quantile,
 )
+from explorer.config import NoveltyConfig
 
 MEMORY = tf.constant([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0], [99.0, 99.0]])
 

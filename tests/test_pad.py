@@ -13,8 +13,16 @@ import numpy as np
 import pytest
 
 from explorer.config import PadConfig
-from explorer.fakes import RecordingPad
-from explorer.pad import NullPad, PadError, VGamepadPad, Watchdog, clamp, make_pad, neutral_on_exit
+from explorer.envs.pad import (
+    NullPad,
+    PadError,
+    VGamepadPad,
+    Watchdog,
+    clamp,
+    make_pad,
+    neutral_on_exit,
+)
+from explorer.testing.fakes import RecordingPad
 
 vg_lin = pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
 libevdev = pytest.importorskip("libevdev")
@@ -126,7 +134,7 @@ def test_sigterm_leaves_the_sticks_neutral(tmp_path):
     log = tmp_path / "calls.txt"
     script = textwrap.dedent(f"""
         import time, numpy as np
-        from explorer.pad import neutral_on_exit
+        from explorer.envs.pad import neutral_on_exit
         class FilePad:
             def __init__(self): self.f = open({str(log)!r}, "w", buffering=1)
             def send(self, a): self.f.write("send\\n")

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.fakes import FakeScreen
-from explorer.record import JOURNAL, LoopRecorder, Recorder, RecorderError
-from explorer.session import Session, SessionError, sessions_dataset, stack_index
+from explorer.envs.recorder import JOURNAL, LoopRecorder, Recorder, RecorderError
+from explorer.envs.session import Session, SessionError, sessions_dataset, stack_index
+from explorer.testing.fakes import FakeScreen
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def test_recorder_refuses_bad_input_and_existing_session(tmp_path):
 
 
 def test_writer_error_surfaces_on_next_add(tmp_path, monkeypatch):
-    import explorer.record as record
+    import explorer.envs.recorder as record
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -134,7 +134,7 @@ def test_add_is_cheap_on_the_calling_thread(tmp_path):
 CHILD = textwrap.dedent("""
     import sys, time, numpy as np
     from pathlib import Path
-    from explorer.record import Recorder
+    from explorer.envs.recorder import Recorder
     path, mode = Path(sys.argv[1]), sys.argv[2]
     rec = Recorder(path, {"source": "child"}, chunk_frames=8)
     i = 0
@@ -310,7 +310,7 @@ def test_loop_recorder_pairs_each_frame_with_the_action_taken_on_it(tmp_path):
 
 def test_record_screen_and_sessions_listing(tmp_path, capsys):
     from explorer.config import Config
-    from explorer.sessions_cli import add_parsers, list_sessions, record_screen
+    from explorer.run.sessions import add_parsers, list_sessions, record_screen
 
     config = Config().replace(**{"capture.fps": 100.0})
     stop = threading.Event()
@@ -345,9 +345,9 @@ def test_record_screen_and_sessions_listing(tmp_path, capsys):
 # ---------------------------------------------------------------- replay and evaluation (the real learner)
 
 def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
+    from explorer.agent.learner import build_agent
     from explorer.config import LearnerConfig, NoveltyConfig
-    from explorer.learner import build_agent
-    from explorer.sessions_cli import evaluate_policy, learning_agent_policy, replay_train
+    from explorer.run.sessions import evaluate_policy, learning_agent_policy, replay_train
 
     rng = np.random.default_rng(0)
     with Recorder(tmp_path / "s", {"source": "test"}, chunk_frames=16) as rec:
@@ -364,7 +364,7 @@ def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
     assert any(not np.allclose(a, b.numpy()) for a, b in zip(before, after, strict=True))
     assert summary["checkpoint"].endswith("learner-58")
     assert (tmp_path / "run" / "checkpoints" / "state-58" / "agent.json").exists()
-    from explorer.checkpoint import Checkpointer
+    from explorer.agent.checkpoint import Checkpointer
     resumed = build_agent(learner, NoveltyConfig(signal="pixel"), (2, 16, 16, 1))
     assert Checkpointer(resumed, tmp_path / "run" / "checkpoints").restore() == 58  # continues live or on the game
     np.testing.assert_array_equal(resumed.learner.actor.weights[0].numpy(), after[0].numpy())

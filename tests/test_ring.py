@@ -3,7 +3,7 @@ import threading
 import numpy as np
 import pytest
 
-from explorer.ring import FrameRing
+from explorer.envs.ring import FrameRing
 
 
 def frame(v, shape=(4, 5, 1)):

@@ -10,8 +10,8 @@ from PIL import Image
 
 from explorer import cli
 from explorer.config import load
-from explorer.games import make_game
-from explorer.games.vizdoom import DoomPad, GameError
+from explorer.envs import make_game
+from explorer.envs.vizdoom import DoomPad, GameError
 
 pytest.importorskip("vizdoom")
 

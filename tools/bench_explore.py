@@ -40,8 +40,8 @@ class OriginalAgent:
         import keras
         import tensorflow as tf
 
-        from explorer.guard import check_gradients
-        from explorer.novelty import pixel_difference
+        from explorer.agent.guard import check_gradients
+        from explorer.agent.novelty import pixel_difference
         keras.utils.set_random_seed(seed)
         k, h, w, c = obs_shape
         self.tf = tf
@@ -86,8 +86,8 @@ def prior_sticky(seed: int, sticky_steps: int, learner_config):
     """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]) and put on the learner's
     stick range (``learner.action_low``/``action_high``), as its warm-up sticks are: what the prior and the
     range do without learning."""
-    from explorer.agent import RandomAgent
-    from explorer.learner import StickRange
+    from explorer.agent.actors import RandomAgent
+    from explorer.agent.learner import StickRange
 
     sticks = StickRange(learner_config)
 

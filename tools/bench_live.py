@@ -113,9 +113,9 @@ def run_original(seconds: float) -> dict:
     import tensorflow as tf
 
     from explorer.config import load
-    from explorer.games import make_game
-    from explorer.games.vizdoom import DoomPad
-    from explorer.screen import find_window
+    from explorer.envs import make_game
+    from explorer.envs.screen import find_window
+    from explorer.envs.vizdoom import DoomPad
 
     game = make_game(load(None, ["game.realtime=true", "game.visible=true"]))
     pad = DoomPad(game)

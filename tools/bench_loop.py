@@ -47,17 +47,17 @@ def main() -> None:
     args = p.parse_args()
     xvfb = start_xvfb()
     try:
-        from explorer.agent import PolicyAgent
+        from explorer.agent.actors import PolicyAgent
+        from explorer.agent.networks import build_policy
         from explorer.config import load
-        from explorer.fakes import RecordingPad
-        from explorer.games import make_game
-        from explorer.games.vizdoom import DoomPad
-        from explorer.loop import GameClock, LiveClock, run_loop
-        from explorer.policy import build_policy
-        from explorer.ring import FrameRing
+        from explorer.envs import make_game
+        from explorer.envs.ring import FrameRing
 
         # Something real to capture: the game running in real time in a 640x480 window.
-        from explorer.screen import CaptureThread, MssScreen, find_window
+        from explorer.envs.screen import CaptureThread, MssScreen, find_window
+        from explorer.envs.vizdoom import DoomPad
+        from explorer.run.driver import GameClock, LiveClock, run_loop
+        from explorer.testing.fakes import RecordingPad
         window_game = make_game(load(None, ["game.realtime=true", "game.resolution='640x480'"]))
         time.sleep(1.0)
         w = find_window(window_game.window_title)

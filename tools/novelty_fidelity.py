@@ -58,9 +58,9 @@ def window_sums(x: np.ndarray, episode: np.ndarray, width: int) -> np.ndarray:
 def play(config, steps: int, seed: int):
     """Sticky random play. Per step: the index of its next frame, the position, the episode and the action;
     and the frames, and the index of each episode's first frame."""
-    from explorer.agent import RandomAgent
-    from explorer.games import make_game
-    from explorer.games.vizdoom import DoomPad
+    from explorer.agent.actors import RandomAgent
+    from explorer.envs import make_game
+    from explorer.envs.vizdoom import DoomPad
     game = make_game(config)
     pad = DoomPad(game)
     agent = RandomAgent(seed, sticky_steps=8)  # the sticky baseline of tools/bench_explore.py
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import tensorflow as tf
 
+    from explorer.agent.novelty import make_novelty
     from explorer.config import load
-    from explorer.novelty import make_novelty
 
     base = ["game.scenario=my_way_home", "game.episode_steps=525", f"game.seed={args.seed}", *args.overrides]
     config = load(None, base)

@@ -23,7 +23,7 @@ class CheckpointError(RuntimeError):
 
 
 class Checkpointer:
-    """Saves and restores a :class:`~explorer.learner.LearningAgent` under ``directory``.
+    """Saves and restores a :class:`~explorer.agent.learner.LearningAgent` under ``directory``.
 
     Args:
       agent: the learning agent (``learner.checkpoint_items()``, ``save_state``/``restore_state``).

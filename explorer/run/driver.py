@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from explorer.agent import Agent
-from explorer.pad import Pad, Watchdog, clamp, neutral_on_exit
-from explorer.ring import FrameRing
-from explorer.screen import CaptureThread
+from explorer.agent.actors import Agent
+from explorer.envs.pad import Pad, Watchdog, clamp, neutral_on_exit
+from explorer.envs.ring import FrameRing
+from explorer.envs.screen import CaptureThread
 
 
 @dataclass
@@ -238,7 +238,7 @@ def run_loop(clock: Clock, ring: FrameRing, agent: Agent, pad: Pad, stack: int, 
       on_episode: ``on_episode(episodes_finished)`` after an episode ends and the next began.
       focused: ``focused()`` is False while the game window is not in front; acting
         pauses (sticks neutral) meanwhile.
-      recorder: an :class:`explorer.record.LoopRecorder`; gets each episode's first
+      recorder: an :class:`explorer.envs.recorder.LoopRecorder`; gets each episode's first
         frame and every step (its writes happen off this thread).
 
     Returns:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.record import CHUNKS, FORMAT, JOURNAL, META, STEPS, VERSION, chunk_name
+from explorer.envs.recorder import CHUNKS, FORMAT, JOURNAL, META, STEPS, VERSION, chunk_name
 
 
 class SessionError(ValueError):
@@ -98,7 +98,7 @@ def stack_index(first: np.ndarray, k: int) -> np.ndarray:
 
     A stack does not reach back past the start of its row's episode (a row with
     ``first`` set, or row 0): the episode's first row stands in for the rows
-    before it, as :meth:`explorer.ring.FrameRing.latest` does.
+    before it, as :meth:`explorer.envs.ring.FrameRing.latest` does.
 
     Args:
       first: ``bool[n]``, rows that open an episode.

@@ -4,7 +4,7 @@ Novelty is computed from frames and has no gradient to the policy (the game is
 in between). Twin critics ``Q(obs, a)`` are fitted by n-step temporal
 difference to the novelty the agent observed, with target networks; the actor
 climbs ``Q(obs, pi(obs))`` under a tape. The gradient runs loss -> Q -> a -> actor
-weights, entirely in TensorFlow. :func:`explorer.guard.check_gradients` checks
+weights, entirely in TensorFlow. :func:`explorer.agent.guard.check_gradients` checks
 that path when the learner is built.
 
 :class:`LearningAgent` implements the agent protocol (``act``, ``observe``,
@@ -16,7 +16,7 @@ as ``uint8[H, W, k*C]``. Episode boundaries come from ``observe``'s
     agent = build_agent(LearnerConfig(), NoveltyConfig(), (k, H, W, C), episode_steps=525)
     action = agent.act(obs)                       # float32[4] in [-1, 1], noise included
     metrics = agent.observe(obs, action, next_obs, first, last)   # {"novelty": ..., losses when it trained}
-    Checkpointer(agent, run_dir / "checkpoints").save(agent.steps)   # explorer.checkpoint; .restore() to resume
+    Checkpointer(agent, run_dir / "checkpoints").save(agent.steps)   # explorer.agent.checkpoint; .restore() to resume
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from explorer.agent.guard import GradientPathError, check_gradients
+from explorer.agent.novelty import Novelty, make_novelty
 from explorer.config import LearnerConfig, NoveltyConfig
-from explorer.guard import GradientPathError, check_gradients
-from explorer.novelty import Novelty, make_novelty
 
 ACTION_DIM = 4
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
@@ -485,7 +485,7 @@ class Learner:
         return out
 
     def check_path(self) -> None:
-        """Refuse to start when an actor or critic weight gets no usable gradient (see :mod:`explorer.guard`)."""
+        """Refuse to start when an actor or critic weight gets no usable gradient (see :mod:`explorer.agent.guard`)."""
         batch = self.dummy_batch()
         features = self.encoder(batch["obs"], training=False)
         report = check_gradients(lambda: self.actor_loss(batch["obs"], batch["ctx"], features)[0],
@@ -559,7 +559,7 @@ class LearningAgent:
         self.obs_ids: np.ndarray | None = None
         self.update_time = 0.0
         #: train inside :meth:`observe` every ``update_every`` steps; live mode turns this off
-        #: and trains on a thread of its own (:class:`explorer.live.ThreadedAgent`)
+        #: and trains on a thread of its own (:class:`explorer.agent.threaded.ThreadedAgent`)
         self.train_inline = True
         self.last_reward = 0.0
         self.novelty_ema = np.ones(2, np.float32)
@@ -684,7 +684,7 @@ class LearningAgent:
     def close(self) -> None:
         self.pending.clear()
 
-    # -- checkpoints (written and read by explorer.checkpoint.Checkpointer, with learner.checkpoint_items())
+    # -- checkpoints (written and read by explorer.agent.checkpoint.Checkpointer, with learner.checkpoint_items())
     def save_state(self, directory: str | Path) -> None:
         """What lives outside TensorFlow: ``replay.npz`` and ``agent.json`` (each written, then renamed in)."""
         d = Path(directory)

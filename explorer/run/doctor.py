@@ -29,7 +29,7 @@ def check_tensorflow() -> str:
 
 
 def check_game(config: Config) -> str:
-    from explorer.games import make_game
+    from explorer.envs import make_game
     game = make_game(config.replace(**{"game.realtime": False, "game.visible": False}))
     try:
         frame = game.grab()
@@ -47,7 +47,7 @@ def check_display() -> str:
 
 
 def check_capture(config: Config) -> str:
-    from explorer.screen import MssScreen
+    from explorer.envs.screen import MssScreen
     screen = MssScreen(config.capture, config.observation)
     try:
         raw = screen.grab_raw()
@@ -61,7 +61,7 @@ def check_capture(config: Config) -> str:
 def check_pad(config: Config) -> str:
     if config.pad.backend != "vgamepad":
         return f"pad.backend = {config.pad.backend!r}: no driver needed"
-    from explorer.pad import VGamepadPad
+    from explorer.envs.pad import VGamepadPad
     pad = VGamepadPad(config.pad)
     pad.neutral()
     pad.close()

@@ -133,9 +133,6 @@ def make_pad(config: PadConfig, dry_run: bool = False) -> Pad:
     """The pad the config names; ``dry_run`` always gives a :class:`NullPad`."""
     if dry_run or config.backend == "null":
         return NullPad()
-    if config.backend == "recording":
-        from explorer.fakes import RecordingPad
-        return RecordingPad()
     return VGamepadPad(config)
 
 

@@ -35,7 +35,7 @@ class ThreadedAgent:
     """A learning agent whose training runs on a thread of its own.
 
     Args:
-      agent: a :class:`explorer.learner.LearningAgent`.
+      agent: a :class:`explorer.agent.learner.LearningAgent`.
       config: the learner section (``publish_every``, ``max_updates_per_s``).
     """
 

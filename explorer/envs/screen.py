@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from explorer.config import CaptureConfig, ObservationConfig
-from explorer.ring import FrameRing
+from explorer.envs.ring import FrameRing
 
 
 class ScreenError(RuntimeError):

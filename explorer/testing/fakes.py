@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from explorer.pad import NEUTRAL, clamp
+from explorer.envs.pad import NEUTRAL, clamp
 
 
 class FakeScreen:

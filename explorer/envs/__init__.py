@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from explorer.config import Config
-    from explorer.games.vizdoom import DoomGame
+    from explorer.envs.vizdoom import DoomGame
 
 
 def make_game(config: Config) -> DoomGame:
     """The built-in game named by ``config.game.name``."""
     if config.game.name == "vizdoom":
-        from explorer.games.vizdoom import DoomGame
+        from explorer.envs.vizdoom import DoomGame
         return DoomGame(config.game, config.observation)
     raise ValueError(f"unknown game {config.game.name!r}")

@@ -5,7 +5,7 @@ sets ``handler`` (``handler(args) -> exit code``). The work itself lives in
 plain functions that tests and notebooks call directly: :func:`record_screen`,
 :func:`list_sessions`, :func:`replay_train` and :func:`evaluate_policy`.
 
-Replay drives a learning agent (:class:`explorer.learner.LearningAgent`, or
+Replay drives a learning agent (:class:`explorer.agent.learner.LearningAgent`, or
 anything with ``observe(obs, action, next_obs, first, last) -> metrics`` and
 ``save(dir)``) with recorded transitions instead of a game: the agent computes
 novelty from the recorded frames and trains on its own schedule, exactly as it
@@ -27,8 +27,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from explorer.record import Recorder
-from explorer.session import Session, SessionError, find_sessions, open_sessions, sessions_dataset
+from explorer.envs.recorder import Recorder
+from explorer.envs.session import (
+    Session,
+    SessionError,
+    find_sessions,
+    open_sessions,
+    sessions_dataset,
+)
 
 # ---------------------------------------------------------------- parsers
 
@@ -85,7 +91,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def new_session_path(parent: str | Path, name: str) -> Path:
     """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists."""
-    from explorer.rundir import timestamped_path
+    from explorer.run.rundir import timestamped_path
     return timestamped_path(parent, name)
 
 
@@ -122,7 +128,7 @@ def record_screen(config: Any, out: str | Path, seconds: float | None = None, hz
       out: parent folder of the session directory.
       seconds: stop after this long (None: until ``stop`` or Ctrl-C/SIGTERM).
       hz: frames recorded per second (default ``config.control.hz``).
-      screen: a :class:`explorer.screen.Screen` (default: ``MssScreen`` on the configured capture).
+      screen: a :class:`explorer.envs.screen.Screen` (default: ``MssScreen`` on the configured capture).
       stop: set it to stop (Ctrl-C and SIGTERM set it too, from the main thread).
       name: suffix of the session directory name.
       chunk_frames: frames per chunk file.
@@ -132,8 +138,8 @@ def record_screen(config: Any, out: str | Path, seconds: float | None = None, hz
     Returns:
       A summary: ``path``, ``steps``, ``duration_s``, ``hz``, ``frame_shape``, ``stopped_by``, ``health``.
     """
-    from explorer.ring import FrameRing
-    from explorer.screen import CaptureThread, MssScreen, ScreenError
+    from explorer.envs.ring import FrameRing
+    from explorer.envs.screen import CaptureThread, MssScreen, ScreenError
 
     hz = hz or config.control.hz
     screen = screen if screen is not None else MssScreen(config.capture, config.observation)
@@ -242,7 +248,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- replay: training
 
 class ReplayAgent(Protocol):
-    """What replay training needs from an agent (``explorer.learner.LearningAgent`` has it)."""
+    """What replay training needs from an agent (``explorer.agent.learner.LearningAgent`` has it)."""
 
     def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:
         """One transition: ``uint8[k, H, W, C]``, ``float32[4]``, ``uint8[k, H, W, C]``; may train."""
@@ -256,8 +262,8 @@ def build_agent(config: Any, frame_shape: Sequence[int], episode_steps: int = 0)
 
     Uses ``config.learner`` and ``config.novelty`` when the config has them, else their defaults.
     """
+    from explorer.agent.learner import build_agent as build_learning_agent
     from explorer.config import LearnerConfig, NoveltyConfig
-    from explorer.learner import build_agent as build_learning_agent
 
     learner = getattr(config, "learner", None) or LearnerConfig()
     novelty = getattr(config, "novelty", None) or NoveltyConfig()
@@ -319,7 +325,7 @@ def replay_train(sessions: Sequence[str | Path | Session], agent: ReplayAgent, s
     window: dict[str, list[float]] = {}
     step = updates = 0
     t0 = time.monotonic()
-    from explorer.checkpoint import Checkpointer
+    from explorer.agent.checkpoint import Checkpointer
     checkpointer = Checkpointer(agent, run_path / "checkpoints")
     done = False
     with writer.as_default():
@@ -405,7 +411,7 @@ PolicyFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 
 def learning_agent_policy(agent: Any) -> PolicyFn:
-    """The deterministic action (tanh of the actor's mean, no noise, on its stick range) of a :class:`explorer.learner.LearningAgent`."""
+    """The deterministic action (tanh of the actor's mean, no noise, on its stick range) of a :class:`explorer.agent.learner.LearningAgent`."""
     import tensorflow as tf
 
     def policy(obs: np.ndarray, prev_action: np.ndarray, episode_step: int) -> np.ndarray:
@@ -428,7 +434,7 @@ def evaluate_policy(sessions: Sequence[str | Path | Session], policy: PolicyFn, 
       stack: frames per observation ``k``.
       run_path: the run directory; gets ``evaluation.json``, ``evaluation.npz``, ``tb/``,
         ``novelty.png`` and ``actions.png``.
-      novelty: an :class:`explorer.novelty.Novelty` to score the recorded frames with (reset at each
+      novelty: an :class:`explorer.agent.novelty.Novelty` to score the recorded frames with (reset at each
         episode start); None plots the recorded rewards only.
 
     Returns:
@@ -473,7 +479,7 @@ def evaluate_policy(sessions: Sequence[str | Path | Session], policy: PolicyFn, 
     rr = np.asarray(recorded_r, np.float32)
     nov = np.asarray(scored, np.float32)
     known = ~np.isnan(ra).any(axis=1)
-    from explorer.pad import AXES
+    from explorer.envs.pad import AXES
 
     summary: dict[str, Any] = {"transitions": len(pa), "sessions": [str(s.path) for s in sessions],
                                "policy_action_mean": dict(zip(AXES, pa.mean(0).tolist(), strict=True)),
@@ -541,7 +547,7 @@ def _plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from explorer.pad import AXES
+    from explorer.envs.pad import AXES
 
     fig, axes = plt.subplots(4, 1, figsize=(10, 7), sharex=True)
     for i, ax in enumerate(axes):
@@ -570,7 +576,7 @@ def _checkpoint_config(checkpoint: Path) -> Path | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from explorer.rundir import RunDir
+    from explorer.run.rundir import RunDir
 
     paths = find_sessions(args.sessions)
     if not paths:
@@ -590,7 +596,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     stack = config.observation.stack
     agent = build_agent(config, shape, _episode_steps(sessions))
     if checkpoint is not None:
-        from explorer.checkpoint import Checkpointer
+        from explorer.agent.checkpoint import Checkpointer
         if (checkpoint / "checkpoints").is_dir():  # a run directory: its latest checkpoint
             Checkpointer(agent, checkpoint / "checkpoints").restore()
         else:  # a checkpoint path prefix: <run>/checkpoints/learner-N

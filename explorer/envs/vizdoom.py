@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
-from explorer.pad import NEUTRAL, clamp
-from explorer.screen import observation_shape, to_observation
+from explorer.envs.pad import NEUTRAL, clamp
+from explorer.envs.screen import observation_shape, to_observation
 
 _RESOLUTIONS = {"160x120": "RES_160X120", "320x240": "RES_320X240", "640x480": "RES_640X480"}
 
@@ -47,7 +47,7 @@ class Position:
 
 
 class DoomGame:
-    """A ViZDoom scenario as a :class:`~explorer.screen.Screen` plus a clock.
+    """A ViZDoom scenario as a :class:`~explorer.envs.screen.Screen` plus a clock.
 
     ``grab()`` returns the current frame. In synchronous mode ``advance()``
     applies the pad's current sticks for ``frame_skip`` tics; when the episode
@@ -208,7 +208,7 @@ class DoomGame:
 
 
 class DoomPad:
-    """The pad bridge: a :class:`~explorer.pad.Pad` whose sticks drive a :class:`DoomGame`."""
+    """The pad bridge: a :class:`~explorer.envs.pad.Pad` whose sticks drive a :class:`DoomGame`."""
 
     def __init__(self, game: DoomGame):
         self.game = game

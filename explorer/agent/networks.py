@@ -1,6 +1,6 @@
 """Frame stacking, and a plain CNN policy (frames in, four tanh stick values out).
 
-The learning agent's actor lives in :mod:`explorer.learner` (it also takes a
+The learning agent's actor lives in :mod:`explorer.agent.learner` (it also takes a
 context input); :func:`build_policy` is the context-free CNN used where a
 fixed, non-learning policy is wanted (tests, dry runs, benchmarks of the loop).
 Weights are built once; the model is called as ``model(x, training=False)``.

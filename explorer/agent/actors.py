@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from explorer.policy import stack_frames
+from explorer.agent.networks import stack_frames
 
 
 @runtime_checkable
@@ -53,7 +53,7 @@ class RandomAgent:
 
 
 class PolicyAgent:
-    """Acts with a Keras policy; does not learn (learning agents live in :mod:`explorer.learner`)."""
+    """Acts with a Keras policy; does not learn (learning agents live in :mod:`explorer.agent.learner`)."""
 
     def __init__(self, model: keras.Model, eager: bool = False):
         self.model = model
@@ -76,7 +76,7 @@ def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: boo
     """The agent ``config.run.agent`` names, for frames of ``obs_shape`` (``(H, W, C)``).
 
     ``live`` puts the learning agent's training on its own thread
-    (:class:`explorer.live.ThreadedAgent`), so a real-time loop never waits for it.
+    (:class:`explorer.agent.threaded.ThreadedAgent`), so a real-time loop never waits for it.
     ``resume`` is a run directory whose latest checkpoint the learning agent
     continues from (an explore, play or replay run).
     """
@@ -85,16 +85,16 @@ def make_agent(config, obs_shape: tuple[int, int, int], run_path=None, live: boo
         return RandomAgent(run.seed)
     if run.agent == "sticky":
         return RandomAgent(run.seed, sticky_steps=run.sticky_steps)
-    from explorer.learner import build_agent
+    from explorer.agent.learner import build_agent
     shape = (config.observation.stack, *obs_shape)
     agent = build_agent(config.learner, config.novelty, shape, episode_steps=0 if live else config.game.episode_steps)
     if resume is not None:
         from pathlib import Path
 
-        from explorer.checkpoint import Checkpointer
+        from explorer.agent.checkpoint import Checkpointer
         Checkpointer(agent, Path(resume) / "checkpoints").restore()
         agent.new_episode = True  # whatever the game is doing now, it is not where the run stopped
     if live:
-        from explorer.live import ThreadedAgent
+        from explorer.agent.threaded import ThreadedAgent
         return ThreadedAgent(agent, config.learner)
     return agent

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from explorer.loop import Controls
+from explorer.run.driver import Controls
 
 
 def countdown(seconds: float, controls: Controls, out: Any = sys.stderr) -> bool:

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from explorer.coverage import Coverage
+from explorer.run.coverage import Coverage
 
 
 def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Path:

@@ -1,0 +1,1 @@
+"""Composition: the one driver loop, the builder, and the modes (explore, play, record, replay, evaluate)."""
