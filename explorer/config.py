@@ -110,8 +110,9 @@ class RunConfig(_Section):
     dir: str = Field("runs", description="parent folder of run directories")
     steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 18 min on 2 cores)")
     seed: int = Field(0, description="seed for TensorFlow, numpy and the game")
-    agent: Literal["explorer", "random", "sticky"] = Field(
-        "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held (baselines)")
+    agent: Literal["explorer", "random", "sticky", "sticky_prior"] = Field(
+        "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held; "
+        "sticky_prior: random sticks held, moved by learner.action_prior and put on the learner's stick range (baselines)")
     sticky_steps: int = Field(8, ge=1, description="steps each random action is held for agent=sticky")
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
     log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")

@@ -1,23 +1,22 @@
-"""The surrogate learner: TD targets by hand, the gradient path, learning on a tiny game, resume."""
+"""The learning agent: TD targets by hand, the gradient path, the adder, learning on a tiny game, resume."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.agent.checkpoint import Checkpointer
 from explorer.agent.guard import GradientPathError, check_gradients
-from explorer.agent.learner import (
-    Learner,
-    NonFiniteLossError,
-    StickRange,
-    build_agent,
-    shift_crop,
-    squash,
-    td_targets,
-)
-from explorer.config import LearnerConfig, NoveltyConfig
+from explorer.agent.learner import Learner, NonFiniteLossError, shift_crop, squash, td_targets
+from explorer.agent.networks import StickRange
+from explorer.config import Config, LearnerConfig, NoveltyConfig
+from explorer.core import Step
+from explorer.envs.ring import FrameRing
+from explorer.run.builder import build_agent
+from explorer.run.driver import Driver
+from explorer.run.observers import InlineTrainer
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
 # No action prior and the whole pad: the learning test must find "walk forward" by itself.
@@ -26,41 +25,96 @@ SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=
              action_low=(-1.0, -1.0, -1.0, -1.0), action_high=(1.0, 1.0, 1.0, 1.0))
 
 
-class WalkGame:
-    """A tiny game whose picture changes only while walk y is pushed forward (> 0.2)."""
+def make(learner: dict | None = None, novelty: NoveltyConfig | None = None, episode_steps: int = 525, **kw):
+    """The learning agent (explorer.run.builder) for SHAPE frames with SMALL networks."""
+    base = Config()
+    config = base.model_copy(update={
+        "learner": LearnerConfig(**{**SMALL, **(learner or {})}), "novelty": novelty or NoveltyConfig(),
+        "observation": base.observation.model_copy(update={"stack": SHAPE[0]}),
+        "game": base.game.model_copy(update={"episode_steps": episode_steps})})
+    return build_agent(config, SHAPE[1:], **kw)
 
-    def __init__(self, episode_steps: int = 50):
+
+class WalkEnv:
+    """A tiny game whose picture changes only while walk y is pushed forward (> 0.2).
+
+    With ``recorded`` actions (and decision flags), its steps carry them in ``info`` as a
+    recorded session's do.
+    """
+
+    def __init__(self, episode_steps: int = 50, recorded=None, starts=None, ends=None):
         self.episode_steps = episode_steps
         self.place = 0
         self.t = 0
+        self.frame_shape = SHAPE[1:]
+        self.ring = FrameRing(8, SHAPE[1:])
+        self.recorded, self.starts, self.ends = recorded, starts, ends
 
     def frame(self) -> np.ndarray:
         return np.random.default_rng(self.place).integers(0, 256, SHAPE[1:], dtype=np.uint8)
 
-    def step(self, action: np.ndarray) -> bool:
+    def _step(self, first=False, last=False) -> Step:
+        info = {}
+        if self.recorded is not None and self.t < len(self.recorded):
+            info = {"action": np.asarray(self.recorded[self.t], np.float32), "reward": np.nan,
+                    "starts": True if self.starts is None else self.starts[self.t],
+                    "ends": True if self.ends is None else self.ends[self.t]}
+        return Step(self.ring.latest(SHAPE[0]), first=first, last=last, t=time.monotonic(), info=info)
+
+    def reset(self) -> Step:
+        self.ring.reset()
+        self.ring.push(self.frame())
+        return self._step(first=True)
+
+    def step(self, action) -> Step:
         if action[3] > 0.2:
             self.place += 1
         self.t += 1
-        return self.t % self.episode_steps == 0
+        self.ring.push(self.frame())
+        return self._step(last=self.t % self.episode_steps == 0)
+
+    def idle(self) -> None:
+        pass
+
+    def neutral(self) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
-def play(agent, game: WalkGame, steps: int, frames=None, recorded=None, rewards=None) -> tuple[list, list[np.ndarray]]:
-    """Step ``agent`` through ``game``: its own actions, or the ``recorded`` ones; novelty goes into ``rewards``."""
-    frames = frames if frames is not None else [game.frame()] * SHAPE[0]
-    first, actions = True, []
-    for i in range(steps):
-        obs = np.stack(frames[-SHAPE[0]:])
-        action = agent.act(obs) if recorded is None else np.asarray(recorded[i], np.float32)
-        actions.append(action)
-        last = game.step(action)
-        frames = [*frames[-SHAPE[0] + 1:], game.frame()]
-        metrics = agent.observe(obs, action, np.stack(frames), first, last)
-        if rewards is not None:
-            rewards.append(metrics["novelty"])
-        first = last
-        if last:
-            frames = [game.frame()] * SHAPE[0]
-    return frames, actions
+class Recorded:
+    """Replays the env's recorded actions and decision flags through a learning actor."""
+
+    def __init__(self, actor):
+        self.actor = actor
+
+    def act(self, step):
+        return step.info["action"]
+
+    def observe(self, step, action, next_step):
+        return self.actor.record(step, action, next_step, starts=step.info["starts"], ends=step.info["ends"])
+
+
+def play(agent, env: WalkEnv, steps: int, train: bool = True) -> tuple[list[np.ndarray], list[float]]:
+    """Run ``agent`` on ``env`` through the driver (its own actions, or the env's recorded ones);
+    returns the actions sent and the novelty of each step."""
+    actor = agent.actor if env.recorded is None else Recorded(agent.actor)
+    driver = Driver(env, actor)
+    if train:
+        driver.on_step(InlineTrainer(agent.learner, agent.actor, agent.learner.config))
+    actions: list[np.ndarray] = []
+    rewards: list[float] = []
+    driver.on_step(lambda t: (actions.append(t.action), rewards.append(t.metrics["novelty"])))
+    driver.run(max_steps=steps)
+    return actions, rewards
+
+
+def policy_mean(agent, obs: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    return agent.actor.policy(tf.constant(obs), ctx)[0]
 
 
 def test_td_targets_by_hand():
@@ -87,10 +141,8 @@ def test_shift_crop_by_hand():
 
 
 def test_n_step_returns_in_replay():
-    agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}),
-                        NoveltyConfig(), SHAPE, episode_steps=4)
-    rewards: list[float] = []
-    play(agent, WalkGame(episode_steps=4), 4, recorded=[[0, 0, 0, 1]] * 4, rewards=rewards)
+    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}, episode_steps=4)
+    _, rewards = play(agent, WalkEnv(episode_steps=4, recorded=[[0, 0, 0, 1]] * 4), 4)
     r = agent.replay
     assert r.written == 4
     np.testing.assert_allclose(r.reward[:4], [rewards[0] + 0.5 * rewards[1], rewards[1] + 0.5 * rewards[2],
@@ -101,11 +153,9 @@ def test_n_step_returns_in_replay():
 
 
 def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
-    config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3})
-    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=7)
-    game = WalkGame(episode_steps=7)
-    rewards: list[float] = []
-    _, actions = play(agent, game, 7, rewards=rewards)
+    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3}, episode_steps=7)
+    env = WalkEnv(episode_steps=7)
+    actions, rewards = play(agent, env, 7)
     # decisions at steps 0, 3 and 6 (the episode's end cuts the third short)
     for start, end in ((0, 3), (3, 6)):
         for t in range(start, end):
@@ -121,26 +171,31 @@ def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
     np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[1])
     np.testing.assert_array_equal(r.next_ids[1], r.obs_ids[2])
     # the next episode decides at its first step
-    obs = np.stack([game.frame()] * 2)
-    assert not np.array_equal(agent.act(obs), actions[6])
+    assert not np.array_equal(agent.actor.act(env.reset()), actions[6])
 
 
-def test_recorded_actions_that_change_every_step_stay_one_step_transitions():
-    config = LearnerConfig(**{**SMALL, "warmup_steps": 10_000, "gamma": 0.5, "n_step": 2, "action_repeat": 4})
-    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=3)
-    recorded = [[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0]]  # a held decision of two steps, then another
-    rewards: list[float] = []
-    play(agent, WalkGame(episode_steps=3), 3, recorded=recorded, rewards=rewards)
+def test_recorded_decisions_are_replayed_where_they_were_recorded():
+    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 2, "action_repeat": 4}, episode_steps=3)
+    # a decision held for two steps, then another; the same action twice is still two decisions when so recorded
+    recorded = [[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0]]
+    env = WalkEnv(episode_steps=3, recorded=recorded, starts=[True, False, True], ends=[False, True, True])
+    _, rewards = play(agent, env, 3)
     r = agent.replay
     assert r.written == 2
     np.testing.assert_allclose(r.reward[:2], [rewards[0] + 0.5 * rewards[1] + 0.25 * rewards[2], rewards[2]], rtol=1e-5)
     np.testing.assert_allclose(r.discount[:2], [0.0, 0.0])
     np.testing.assert_array_equal(r.action[:2], [recorded[0], recorded[2]])
 
+    split = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1}, episode_steps=3)
+    env = WalkEnv(episode_steps=3, recorded=[[0, 0, 0, 1]] * 3)  # flags absent: every step its own decision
+    _, rewards = play(split, env, 3)
+    assert split.replay.written == 3
+    np.testing.assert_allclose(split.replay.reward[:3], rewards, rtol=1e-5)
+
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
-    learner = build_agent(LearnerConfig(**SMALL, algo=algo), NoveltyConfig(), SHAPE).learner
+    learner = make({"algo": algo}).learner
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"])
     variables = learner.actor.trainable_variables
@@ -155,7 +210,8 @@ def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
 
 
 def test_shared_encoder_actor_head_gets_gradients_and_the_encoder_learns_from_the_critic():
-    learner = build_agent(LearnerConfig(**SMALL, shared_encoder=True, augment=2), NoveltyConfig(), SHAPE).learner
+    agent = make({"shared_encoder": True, "augment": 2})
+    learner = agent.learner
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"])
     head = learner.actor.trainable_variables
@@ -163,14 +219,16 @@ def test_shared_encoder_actor_head_gets_gradients_and_the_encoder_learns_from_th
     assert check_gradients(lambda: learner.actor_loss(batch["obs"], batch["ctx"], features)[0], head).ok
     assert check_gradients(lambda: learner.critic_loss(batch)[0], learner.encoder.trainable_variables).ok
     # the acting policy is the critic's encoder followed by the head
-    before = learner.policy(batch["obs"][:1], batch["ctx"][:1])[0]
+    obs = np.random.default_rng(0).integers(0, 256, SHAPE, dtype=np.uint8)
+    ctx = agent.context.value()
+    before = policy_mean(agent, obs, ctx)
     conv = learner.encoder.get_layer("critic_encoder_conv0")
     conv.kernel.assign_add(tf.ones_like(conv.kernel))
-    assert not np.allclose(before, learner.policy(batch["obs"][:1], batch["ctx"][:1])[0])
+    assert not np.allclose(before, policy_mean(agent, obs, ctx))
 
 
 def test_nan_loss_is_a_clear_error():
-    learner = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE).learner
+    learner = make().learner
     batch = {k: v.numpy() for k, v in learner.dummy_batch().items()}
     batch["reward"][0] = np.nan
     with pytest.raises(NonFiniteLossError, match="critic loss is NaN/Inf"):
@@ -185,16 +243,15 @@ def test_learner_refuses_a_broken_path():
             q = tf.reduce_min(self.heads([features, hard, ctx]), -1)
             return -tf.reduce_mean(q), {}
 
-    agent = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE)
+    agent = make()
     with pytest.raises(GradientPathError, match="actor loss(.|\n)*actor_encoder_conv0/kernel(.|\n)*argmax"):
-        ArgmaxLearner(LearnerConfig(**SMALL), agent.novelty, (16, 16, 2), agent.ctx_dim)
+        ArgmaxLearner(LearnerConfig(**SMALL), (16, 16, 2), agent.context.dim, agent.replay)
 
 
 @pytest.mark.parametrize("variant", [{}, {"shared_encoder": True, "augment": 2}])
 def test_learns_to_push_the_stick_that_changes_the_picture(variant):
-    agent = build_agent(LearnerConfig(**SMALL, **variant), NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0),
-                        SHAPE, episode_steps=50)
-    _, actions = play(agent, WalkGame(), 500)
+    agent = make(variant, NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0), episode_steps=50)
+    actions, _ = play(agent, WalkEnv(), 500)
     late = np.array(actions[-100:])
     assert np.mean(late[:, 3] > 0.2) > 0.8, np.mean(late, 0)
     early = np.array(actions[:100])
@@ -203,34 +260,39 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
 
 @pytest.mark.parametrize("repeat", [1, 3])
 def test_resume_gives_the_same_next_action(tmp_path, repeat):
-    config = LearnerConfig(**{**SMALL, "warmup_steps": 50, "action_repeat": repeat})
-    agent = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
-    game = WalkGame()
-    frames, _ = play(agent, game, 122)  # with repeat 3: one step into a held decision (episodes restart at 100)
-    Checkpointer(agent, tmp_path / "checkpoints").save(agent.steps)
-    place, t = game.place, game.t
-    _, after = play(agent, game, 5, frames)
+    learner = {"warmup_steps": 50, "action_repeat": repeat}
+    agent = make(learner, episode_steps=50)
+    env = WalkEnv()
+    play(agent, env, 122)  # with repeat 3: one step into a held decision (episodes restart at 100)
+    agent.checkpointer(tmp_path / "checkpoints").save(agent.actor.steps)
+    place, t, saved = env.place, env.t, len(agent.replay)
+    agent.actor.new_episode = True  # a resumed run starts a new episode: so does this one
+    after, _ = play(agent, env, 5)
 
-    resumed = build_agent(config, NoveltyConfig(), SHAPE, episode_steps=50)
-    Checkpointer(resumed, tmp_path / "checkpoints").restore()
-    game2 = WalkGame()
-    game2.place, game2.t = place, t
-    _, after2 = play(resumed, game2, 5, frames)
+    resumed = make(learner, episode_steps=50)
+    assert resumed.actor.steps == 0
+    resumed.checkpointer(tmp_path / "checkpoints").restore()
+    resumed.actor.new_episode = True
+    assert resumed.actor.steps == 122 and len(resumed.replay) == saved > 0
+    env2 = WalkEnv()
+    env2.place, env2.t = place, t
+    after2, _ = play(resumed, env2, 5)
     np.testing.assert_allclose(after2[0], after[0], atol=1e-6)
     np.testing.assert_allclose(np.array(after2), np.array(after), atol=1e-4)
 
 
 def test_action_prior_centres_the_warm_up_sticks_and_the_untrained_policy():
     prior = (0.0, -0.3, 0.0, 0.6)
-    agent = build_agent(LearnerConfig(**{**SMALL, "warmup_steps": 2000, "action_prior": prior}), NoveltyConfig(), SHAPE)
+    agent = make({"warmup_steps": 2000, "action_prior": prior})
     obs = np.zeros(SHAPE, np.uint8)
-    warm = np.array([agent.act(obs) for _ in range(2000)])
+    step = Step(tf.constant(obs), first=True)
+    warm = np.array([agent.actor.act(step) for _ in range(2000)])
     np.testing.assert_allclose(warm.mean(0), prior, atol=0.15)
-    ctx = agent.context(np.zeros(4, np.float32), 0)
-    mean, _ = agent.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    ctx = agent.context.value()
+    mean = policy_mean(agent, obs, ctx)
     np.testing.assert_allclose(np.tanh(mean), prior, atol=0.02)  # the actor's outputs start near zero
-    plain = build_agent(LearnerConfig(**SMALL), NoveltyConfig(), SHAPE)
-    mean0, _ = plain.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    plain = make()
+    mean0 = policy_mean(plain, obs, ctx)
     np.testing.assert_allclose(mean - mean0, np.arctanh(prior), atol=1e-5)
 
 
@@ -244,16 +306,16 @@ def test_stick_range_maps_the_policy_and_the_prior_onto_it():
     full = np.array([0.3, -0.7, 0.9, 0.1], np.float32)
     assert StickRange(LearnerConfig(**SMALL))(full) is full  # the full range changes nothing
 
-    agent = build_agent(LearnerConfig(**{**SMALL, **rng, "warmup_steps": 300}), NoveltyConfig(), SHAPE)
+    agent = make({**rng, "warmup_steps": 300})
     obs = np.zeros(SHAPE, np.uint8)
-    acted = np.array([agent.act(obs) for _ in range(300)])  # warm-up sticks
-    agent.steps = 300
-    acted = np.concatenate([acted, [agent.act(obs) for _ in range(300)]])  # the policy's, noise included
+    step = Step(tf.constant(obs), first=True)
+    acted = np.array([agent.actor.act(step) for _ in range(300)])  # warm-up sticks
+    agent.actor.steps = 300
+    acted = np.concatenate([acted, [agent.actor.act(step) for _ in range(300)]])  # the policy's, noise included
     low, high = np.array(rng["action_low"]), np.array(rng["action_high"])
     assert np.all(acted >= low - 1e-6) and np.all(acted <= high + 1e-6)
     assert acted[:, 3].min() < 0.1 and acted[:, 3].max() > 0.9  # the range is used, not just respected
-    ctx = agent.context(np.zeros(4, np.float32), 0)
-    mean, _ = agent.learner.policy(tf.constant(agent._stack(obs)[None]), tf.constant(ctx[None]))
+    mean = policy_mean(agent, obs, agent.context.value())
     np.testing.assert_allclose(sticks(np.tanh(mean))[3], 0.75, atol=0.02)  # starts at the prior
     # the actor loss and the TD targets see the same stick values the pad gets
     batch = agent.learner.dummy_batch()

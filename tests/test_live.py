@@ -75,20 +75,20 @@ def test_doctor_reports_display_and_capture(xvfb, capsys):
 def test_play_on_the_real_time_test_bed_sees_the_game_and_moves_the_player(xvfb, tmp_path, monkeypatch):
     """`explorer play --game`: ViZDoom at 35 tics/s in a window, found by title, captured with mss,
     driven through the pad bridge by a policy that walks forward."""
-    from explorer.agent.actors import RandomAgent
+    from explorer.agent.actor import RandomActor
+    from explorer.run.play import play
 
     frames = []
 
-    class Forward(RandomAgent):
-        def act(self, obs):
-            frames.append(np.asarray(obs)[-1].copy())
+    class Forward(RandomActor):
+        def act(self, step):
+            frames.append(np.asarray(step.obs)[-1].copy())
             return np.array([0.3, 0.0, 0.0, 1.0], np.float32)  # walk forward, turning a little
 
     config = load(None, [f"run.dir={str(tmp_path)!r}", "control.countdown_s=0", "control.max_seconds=3",
                          "capture.source=window", "capture.window_title=vizdoom", "game.realtime=true",
                          "game.visible=true", "control.hz=20"])
-    monkeypatch.setattr("explorer.agent.actors.make_agent", lambda *a, **k: Forward())
-    summary = cli.play(config, with_game=True)
+    summary = play(config, with_game=True, actor=Forward())
     assert summary["game"]["tics"] >= 2.5 * 35 * 0.8  # the engine ran in real time on its own clock
     assert summary["game"]["path_length"] > 50  # the sticks moved the player
     assert summary["loop"]["steps"] >= 40

@@ -7,23 +7,26 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from explorer import cli
-from explorer.agent.checkpoint import Checkpointer, CheckpointError
-from explorer.agent.learner import build_agent
-from explorer.agent.threaded import LearnerDied, ThreadedAgent
-from explorer.config import LearnerConfig, NoveltyConfig, load
-from explorer.envs.ring import FrameRing
-from explorer.envs.screen import CaptureThread
-from explorer.run.driver import LiveClock, run_loop
+from explorer.agent.checkpoint import CheckpointError
+from explorer.agent.threaded import LearnerDied, ThreadedLearner
+from explorer.config import Config, LearnerConfig, NoveltyConfig, load
+from explorer.core import Step
+from explorer.envs.live import LiveEnv
+from explorer.run.builder import build_agent
+from explorer.run.driver import Driver
 from explorer.testing.fakes import FakeScreen, RecordingPad
 
 SHAPE = (16, 16, 1)
 SMALL = dict(batch_size=8, warmup_steps=16, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
 
 
-def small_agent(**kw):
-    return build_agent(LearnerConfig(**{**SMALL, **kw}), NoveltyConfig(signal="pixel"), (3, *SHAPE))
+def small_agent(shape=SHAPE, acting_copy=False, **kw):
+    config = Config().model_copy(update={"learner": LearnerConfig(**{**SMALL, **kw}),
+                                         "novelty": NoveltyConfig(signal="pixel")})
+    return build_agent(config, shape, acting_copy=acting_copy)
 
 
 def moving_screen():
@@ -31,89 +34,96 @@ def moving_screen():
     return FakeScreen([rng.integers(0, 255, SHAPE, dtype=np.uint8) for _ in range(50)])
 
 
-def live(agent, pad, seconds):
-    ring = FrameRing(16, SHAPE)
-    clock = LiveClock(CaptureThread(moving_screen(), ring, fps=100), ring, hz=50, checks=(agent.check,))
-    return run_loop(clock, ring, agent, pad, stack=3, max_seconds=seconds, watchdog_s=3 / 50)
+def live(agent, threaded, pad, seconds):
+    env = LiveEnv(moving_screen(), pad, stack=3, ring_capacity=16, capture_fps=100, hz=50, watchdog_s=3 / 50)
+    driver = Driver(env, agent.actor)
+    driver.before_act(lambda: threaded.sync(agent.actor))
+    try:
+        return driver.run(max_seconds=seconds)
+    finally:
+        env.close()
 
 
 def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_copy():
-    inner = small_agent()
-    agent = ThreadedAgent(inner, LearnerConfig(**SMALL, publish_every=5))
-    initial = [w.numpy() for w in agent.acting.weights]
-    compiled = [inner.learner._policy, inner.learner._step, inner.novelty._reward_fn, inner.novelty._reset_fn]
+    agent = small_agent(acting_copy=True)
+    assert agent.actor.policy_net is not agent.learner.policy_net
+    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL, publish_every=5),
+                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"]).start()
+    initial = [w.numpy() for w in agent.actor.policy_net.weights]
+    compiled = [agent.actor._policy, agent.learner._step, agent.novelty._reward_fn, agent.novelty._reset_fn]
     traces = [f.experimental_get_tracing_count() for f in compiled]
     pad = RecordingPad()
     try:
-        runs = [live(agent, pad, seconds=3.0)]
+        runs = [live(agent, threaded, pad, seconds=3.0)]
         deadline = time.monotonic() + 60  # a loaded machine gets more time, not a weaker check
-        while (agent.stats()["updates"] < 5 or agent.stats()["installed"] < 1 or sum(r.steps for r in runs) < 40) \
+        while (threaded.stats()["updates"] < 5 or threaded.stats()["installed"] < 1 or sum(r.steps for r in runs) < 40) \
                 and time.monotonic() < deadline:
-            runs.append(live(agent, pad, seconds=3.0))
+            runs.append(live(agent, threaded, pad, seconds=3.0))
     finally:
-        agent.stop_learning()
+        threaded.stop()
     assert [f.experimental_get_tracing_count() for f in compiled] == traces  # nothing traced once running
-    s = agent.stats()
+    s = threaded.stats()
     assert s["updates"] >= 5 and s["published"] >= 1 and s["installed"] >= 1, s
     assert sum(r.steps for r in runs) >= 40 and pad.is_neutral  # 150 per run at 50 Hz; lenient for a loaded machine
     # What the learner learned reached the acting copy, and only through installed snapshots.
-    acting = [w.numpy() for w in agent.acting.weights]
+    acting = [w.numpy() for w in agent.actor.policy_net.weights]
     assert any(not np.array_equal(a, b) for a, b in zip(acting, initial, strict=True))
-    assert not inner.train_inline
-    agent.close()
 
 
 def test_a_dying_learner_thread_stops_the_run_with_the_pad_neutral(monkeypatch):
-    inner = small_agent()
+    agent = small_agent(acting_copy=True)
 
     def boom():
         raise FloatingPointError("critic loss is NaN/Inf")
 
-    monkeypatch.setattr(inner, "train_once", boom)
-    agent = ThreadedAgent(inner, LearnerConfig(**SMALL))
+    monkeypatch.setattr(agent.learner, "step", boom)
+    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL),
+                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"]).start()
     pad = RecordingPad()
     t0 = time.monotonic()
     with pytest.raises(LearnerDied, match="NaN"):
-        live(agent, pad, seconds=10.0)
+        live(agent, threaded, pad, seconds=10.0)
     assert time.monotonic() - t0 < 5
     assert pad.is_neutral and len(pad.sent) >= 16
-    agent.close()
+    threaded.stop()
 
 
 def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
     agent = small_agent()
     rng = np.random.default_rng(1)
-    frames = [rng.integers(0, 255, (3, *SHAPE), dtype=np.uint8) for _ in range(40)]
+    frames = [tf.constant(rng.integers(0, 255, (3, *SHAPE), dtype=np.uint8)) for _ in range(40)]
     for i in range(39):
-        agent.observe(frames[i], agent.act(frames[i]), frames[i + 1], i == 0, False)
-    ckpt = Checkpointer(agent, tmp_path, keep=2)
-    for step in (10, 20, 39):
-        ckpt.save(step)
+        step, nxt = Step(frames[i], first=i == 0), Step(frames[i + 1])
+        agent.actor.observe(step, agent.actor.act(step), nxt)
+    ckpt = agent.checkpointer(tmp_path)
+    for step_ in (10, 20, 39):
+        ckpt.save(step_)
     assert sorted(p.name for p in tmp_path.glob("state-*")) == ["state-20", "state-39"]
+    assert sorted(p.name for p in (tmp_path / "state-39").iterdir()) == ["actor", "adder", "replay"]
     assert ckpt.latest.endswith("learner-39")
     fresh = small_agent()
-    assert Checkpointer(fresh, tmp_path).restore() == 39
-    assert fresh.steps == agent.steps and len(fresh.replay) == len(agent.replay)
+    assert fresh.checkpointer(tmp_path).restore() == 39
+    assert fresh.actor.steps == agent.actor.steps == 39 and len(fresh.replay) == len(agent.replay) > 0
     for a, b in zip(agent.learner.actor.weights, fresh.learner.actor.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        Checkpointer(small_agent(), tmp_path / "empty").restore()
+        small_agent().checkpointer(tmp_path / "empty").restore()
     with pytest.raises(CheckpointError, match=f"does not fit(.|\n)*--config {tmp_path.parent / 'config.toml'}"):
-        Checkpointer(small_agent(hidden=24), tmp_path).restore()
-    other_frames = build_agent(LearnerConfig(**SMALL), NoveltyConfig(signal="pixel"), (3, *SHAPE[:2], 3 if SHAPE[2] == 1 else 1))
+        small_agent(hidden=24).checkpointer(tmp_path).restore()
+    other_frames = small_agent(shape=(*SHAPE[:2], 3 if SHAPE[2] == 1 else 1))
     with pytest.raises(CheckpointError, match="colour or grey"):  # grey frames against colour ones, or back
-        Checkpointer(other_frames, tmp_path).restore()
+        other_frames.checkpointer(tmp_path).restore()
 
 
 def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monkeypatch, capsys):
     import errno
 
-    import explorer.agent.learner
+    import explorer.agent.replay
 
     args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
             "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
             "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=30"]
-    savez, calls = explorer.agent.learner.np.savez, []
+    savez, calls = explorer.agent.replay.np.savez, []
 
     def fill_the_disk(path, **arrays):
         calls.append(str(path))
@@ -129,7 +139,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
     assert len(calls) == 2  # the way out did not try again on the full disk
     (run,) = list(tmp_path.iterdir())
     assert sorted(p.name for p in (run / "checkpoints").glob("state-*")) == ["state-30"]  # the half-written one is gone
-    assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["agent.json", "replay.npz"]
+    assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["actor", "adder", "replay"]
     monkeypatch.setattr(explorer.agent.learner.np, "savez", savez)
     # a run directory from before the stick range: its settings file lacks the range, and resuming says so
     import tomli_w

@@ -1,4 +1,4 @@
-"""End to end on the fakes: fake screen → ring → CNN policy → recording pad."""
+"""The driver end to end on the fakes: fake screen -> ring -> CNN policy -> recording pad."""
 
 from __future__ import annotations
 
@@ -8,38 +8,16 @@ import time
 import numpy as np
 import pytest
 
-from explorer.agent.actors import PolicyAgent
+from explorer.agent.actor import FixedPolicyActor
 from explorer.agent.networks import build_policy
+from explorer.core import Step
+from explorer.envs.live import LatencyHistogram, LiveEnv
 from explorer.envs.ring import FrameRing
 from explorer.envs.screen import CaptureThread
-from explorer.run.driver import Controls, GameClock, LatencyHistogram, LiveClock, run_loop
-from explorer.testing.fakes import FakeScreen, RecordingPad
+from explorer.run.driver import Controls, Driver
+from explorer.testing.fakes import FakeEnv, FakeScreen, RecordingPad
 
 SHAPE = (16, 16, 1)
-
-
-class FakeGame:
-    """A synchronous 'game' on a fake screen: each advance serves the next frame; episodes of ``length`` steps."""
-
-    def __init__(self, length: int = 1000):
-        self.screen = FakeScreen.counting(SHAPE)
-        self.frame = self.screen.grab()
-        self.length = length
-        self.step = 0
-        self.episode_ended = False
-        self.episodes_started = 1
-
-    def grab(self):
-        return self.frame
-
-    def advance(self):
-        self.frame = self.screen.grab()
-        self.step += 1
-        self.episode_ended = self.step % self.length == 0
-
-    def new_episode(self):
-        self.episodes_started += 1
-        self.episode_ended = False
 
 
 class Spy:
@@ -52,35 +30,34 @@ class Spy:
         self.fail_at = fail_at
         self.on_act = on_act
 
-    def act(self, obs):
+    def act(self, step):
         if self.on_act:
             self.on_act(len(self.acted))
         if self.fail_at is not None and len(self.acted) == self.fail_at:
             raise RuntimeError("boom inside the loop")
-        a = self.agent.act(obs)
+        a = self.agent.act(step)
         self.acted.append(np.array(a))
         return a
 
-    def observe(self, obs, action, next_obs, first, last):
-        self.observed.append((obs.numpy()[:, 0, 0, 0].tolist(), next_obs.numpy()[:, 0, 0, 0].tolist(), first, last))
+    def observe(self, step, action, next_step):
+        self.observed.append((step.obs.numpy()[:, 0, 0, 0].tolist(), next_step.obs.numpy()[:, 0, 0, 0].tolist(),
+                              step.first, next_step.last))
         return {}
-
-    def close(self):
-        self.closed = True
 
 
 def policy_agent():
-    model = build_policy((16, 16, 3), filters=(4, 4), hidden=8)
+    model = build_policy((16, 16, 3), filters=(4, 4), feature=8)
     # Large output weights so the actions are spread over [-1, 1], not all near zero.
     w = model.get_layer("axes").get_weights()
     model.get_layer("axes").set_weights([np.random.default_rng(0).normal(0, 3, w[0].shape).astype(np.float32), w[1]])
-    return PolicyAgent(model)
+    return FixedPolicyActor(model)
 
 
 def test_actions_reach_the_pad_in_range_and_in_order():
-    game, pad, ring = FakeGame(length=7), RecordingPad(), FrameRing(8, SHAPE)
+    env = FakeEnv(episode_steps=7, shape=SHAPE)
+    pad = env.pad
     agent = Spy(policy_agent())
-    stats = run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=20)
+    stats = Driver(env, agent).run(max_steps=20)
     assert stats.steps == 20 and stats.episodes == 2
     sent = pad.sent
     assert len(sent) == 20
@@ -98,15 +75,17 @@ def test_actions_reach_the_pad_in_range_and_in_order():
 
 
 def test_exception_inside_the_loop_leaves_the_pad_neutral():
-    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+    env = FakeEnv(shape=SHAPE)
+    pad = env.pad
     agent = Spy(policy_agent(), fail_at=5)
     with pytest.raises(RuntimeError, match="boom"):
-        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+        Driver(env, agent).run(max_steps=50)
     assert len(pad.sent) == 5 and pad.is_neutral
 
 
 def test_sigint_leaves_the_pad_neutral():
-    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+    env = FakeEnv(shape=SHAPE)
+    pad = env.pad
 
     def interrupt(i):
         if i == 4:
@@ -114,12 +93,13 @@ def test_sigint_leaves_the_pad_neutral():
 
     agent = Spy(policy_agent(), on_act=interrupt)
     with pytest.raises(KeyboardInterrupt):
-        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+        Driver(env, agent).run(max_steps=50)
     assert len(pad.sent) == 4 and pad.is_neutral
 
 
 def test_sigterm_inside_the_loop_exits_143_with_the_pad_neutral():
-    game, pad, ring = FakeGame(), RecordingPad(), FrameRing(8, SHAPE)
+    env = FakeEnv(shape=SHAPE)
+    pad = env.pad
 
     def terminate(i):
         if i == 3:
@@ -127,7 +107,7 @@ def test_sigterm_inside_the_loop_exits_143_with_the_pad_neutral():
 
     agent = Spy(policy_agent(), on_act=terminate)
     with pytest.raises(SystemExit) as exit_:
-        run_loop(GameClock(game, ring), ring, agent, pad, stack=3, max_steps=50)
+        Driver(env, agent).run(max_steps=50)
     assert exit_.value.code == 143 and pad.is_neutral
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
 
@@ -148,30 +128,33 @@ def test_latency_percentiles_in_constant_memory():
 
 
 def test_live_loop_keeps_its_tick_and_measures_itself():
-    ring, pad = FrameRing(16, SHAPE), RecordingPad()
-    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=200)
-    clock = LiveClock(capture, ring, hz=50)
+    pad = RecordingPad()
+    env = live_env(FakeScreen.counting(SHAPE), pad, fps=200, watchdog_s=3 / 50)
     agent = Spy(policy_agent())
     agent.act(ring_zeros())  # warm up (trace) before the clock starts
     agent.acted.clear()
-    stats = run_loop(clock, ring, agent, pad, stack=3, max_seconds=1.0, watchdog_s=3 / 50)
-    assert not capture.alive
+    stats = Driver(env, agent).run(max_seconds=1.0)
+    env.close()
+    assert not env.capture.alive
     assert 35 <= stats.steps <= 52, stats.summary()
     assert stats.stopped_by == "time" and pad.is_neutral
-    assert 0 < stats.latency_ms(50) < 100
+    assert 0 < stats.env["latency_p50_ms"] < 100
     # Frames kept flowing: the observations advanced over the run.
     assert agent.observed[-1][1][-1] > agent.observed[0][1][-1] + 20
 
 
 def ring_zeros():
     import tensorflow as tf
-    return tf.zeros((3, *SHAPE), tf.uint8)
+    return Step(tf.zeros((3, *SHAPE), tf.uint8), first=True)
+
+
+def live_env(screen, pad, fps=100, watchdog_s=None, hz=50):
+    return LiveEnv(screen, pad, stack=3, ring_capacity=16, capture_fps=fps, hz=hz, watchdog_s=watchdog_s)
 
 
 def test_watchdog_centres_the_pad_when_the_loop_stalls():
-    ring, pad = FrameRing(16, SHAPE), RecordingPad()
-    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
-    clock = LiveClock(capture, ring, hz=50)
+    pad = RecordingPad()
+    env = live_env(FakeScreen.counting(SHAPE), pad, watchdog_s=3 / 50)
 
     def stall(i):
         if i == 10:
@@ -180,8 +163,9 @@ def test_watchdog_centres_the_pad_when_the_loop_stalls():
     agent = Spy(policy_agent(), on_act=stall)
     agent.act(ring_zeros())
     agent.acted.clear()
-    stats = run_loop(clock, ring, agent, pad, stack=3, max_seconds=1.0, watchdog_s=3 / 50)
-    assert stats.watchdog_trips >= 1
+    stats = Driver(env, agent).run(max_seconds=1.0)
+    env.close()
+    assert stats.env["watchdog_trips"] >= 1
     # A neutral call landed during the stall, between the 10th and the 11th send,
     # at least three ticks after the 10th (a loaded machine may trip it elsewhere too).
     sends = [i for i, (k, _) in enumerate(pad.calls) if k == "send"]
@@ -192,8 +176,8 @@ def test_watchdog_centres_the_pad_when_the_loop_stalls():
 
 
 def test_pause_centres_the_pad_and_stop_ends_the_run():
-    ring, pad = FrameRing(16, SHAPE), RecordingPad()
-    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
+    pad = RecordingPad()
+    env = live_env(FakeScreen.counting(SHAPE), pad)
     controls = Controls()
     agent = Spy(policy_agent())
 
@@ -204,7 +188,8 @@ def test_pause_centres_the_pad_and_stop_ends_the_run():
             threading.Timer(0.3, controls.request_stop, args=("test stop",)).start()
 
     agent.on_act = script
-    stats = run_loop(LiveClock(capture, ring, hz=50), ring, agent, pad, stack=3, max_seconds=5, controls=controls)
+    stats = Driver(env, agent, controls).run(max_seconds=5)
+    env.close()
     assert stats.stopped_by == "test stop" and stats.steps == 6
     assert pad.is_neutral
 
@@ -216,10 +201,11 @@ def test_capture_errors_surface_in_the_loop():
                 raise OSError("display went away")
             return super().grab()
 
-    ring, pad = FrameRing(16, SHAPE), RecordingPad()
-    capture = CaptureThread(Broken.counting(SHAPE), ring, fps=100)
+    pad = RecordingPad()
+    env = live_env(Broken.counting(SHAPE), pad)
     with pytest.raises(Exception, match="display went away"):
-        run_loop(LiveClock(capture, ring, hz=50), ring, Spy(policy_agent()), pad, stack=3, max_seconds=2)
+        Driver(env, Spy(policy_agent())).run(max_seconds=2)
+    env.close()
     assert pad.is_neutral
 
 
@@ -248,10 +234,10 @@ def test_acting_pauses_while_the_game_window_is_not_in_front():
         events.append(("focus", answer))
         return answer
 
-    ring, pad = FrameRing(16, SHAPE), Pad()
-    capture = CaptureThread(FakeScreen.counting(SHAPE), ring, fps=100)
-    stats = run_loop(LiveClock(capture, ring, hz=50), ring, Spy(policy_agent()), pad, stack=3, max_steps=30,
-                     focused=focused)
+    pad = Pad()
+    env = live_env(FakeScreen.counting(SHAPE), pad)
+    stats = Driver(env, Spy(policy_agent()), hold=lambda: not focused()).run(max_steps=30)
+    env.close()
     lost = events.index(("focus", False))
     back = events.index(("focus", True), lost)
     assert ("send", None) in events[:lost]
@@ -262,6 +248,6 @@ def test_acting_pauses_while_the_game_window_is_not_in_front():
 
 
 def test_policy_agent_acts_the_same_eagerly_and_compiled():
-    model = build_policy((16, 16, 3), filters=(4, 4), hidden=8)
-    obs = np.random.default_rng(3).integers(0, 255, (3, *SHAPE), dtype=np.uint8)
-    np.testing.assert_allclose(PolicyAgent(model, eager=True).act(obs), PolicyAgent(model).act(obs), atol=1e-6)
+    model = build_policy((16, 16, 3), filters=(4, 4), feature=8)
+    step = Step(np.random.default_rng(3).integers(0, 255, (3, *SHAPE), dtype=np.uint8))
+    np.testing.assert_allclose(FixedPolicyActor(model, eager=True).act(step), FixedPolicyActor(model).act(step), atol=1e-6)

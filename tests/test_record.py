@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -309,8 +308,10 @@ def test_loop_recorder_pairs_each_frame_with_the_action_taken_on_it(tmp_path):
 # ---------------------------------------------------------------- CLI pieces
 
 def test_record_screen_and_sessions_listing(tmp_path, capsys):
+    from explorer import cli
     from explorer.config import Config
-    from explorer.run.sessions import add_parsers, list_sessions, record_screen
+    from explorer.run.record import record_screen
+    from explorer.run.sessions import list_sessions
 
     config = Config().replace(**{"capture.fps": 100.0})
     stop = threading.Event()
@@ -331,9 +332,7 @@ def test_record_screen_and_sessions_listing(tmp_path, capsys):
     rows = {Path(r["path"]).name: r for r in list_sessions([tmp_path])}
     assert rows["crashed"]["health"].startswith("cut off") and rows["crashed"]["steps"] == 10
 
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command")
-    add_parsers(sub, lambda p: (p.add_argument("--config"), p.add_argument("--set", dest="overrides", action="append", default=[])))
+    parser = cli.build_parser()
     args = parser.parse_args(["sessions", str(tmp_path)])
     assert args.handler(args) == 1  # one session is not complete
     out = capsys.readouterr().out
@@ -345,9 +344,9 @@ def test_record_screen_and_sessions_listing(tmp_path, capsys):
 # ---------------------------------------------------------------- replay and evaluation (the real learner)
 
 def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
-    from explorer.agent.learner import build_agent
-    from explorer.config import LearnerConfig, NoveltyConfig
-    from explorer.run.sessions import evaluate_policy, learning_agent_policy, replay_train
+    from explorer.config import Config, LearnerConfig, NoveltyConfig
+    from explorer.run.builder import build_agent
+    from explorer.run.replay import evaluate, replay_train
 
     rng = np.random.default_rng(0)
     with Recorder(tmp_path / "s", {"source": "test"}, chunk_frames=16) as rec:
@@ -356,21 +355,24 @@ def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
                     None, first=i in (0, 30), last=i == 29)
     learner = LearnerConfig(batch_size=8, warmup_steps=8, update_every=1, replay_mb=1.0, filters=(4,), feature=16,
                             hidden=16)
-    agent = build_agent(learner, NoveltyConfig(signal="pixel"), (2, 16, 16, 1))
+    base = Config()
+    config = base.model_copy(update={"learner": learner, "novelty": NoveltyConfig(signal="pixel"),
+                                     "observation": base.observation.model_copy(update={"stack": 2}),
+                                     "run": base.run.model_copy(update={"log_every": 10})})
+    agent = build_agent(config, (16, 16, 1))
     before = [w.numpy().copy() for w in agent.learner.actor.weights]
-    summary = replay_train([tmp_path / "s"], agent, stack=2, run_path=tmp_path / "run", log_every=10)
+    summary = replay_train(config, [tmp_path / "s"], run_path=tmp_path / "run", agent=agent)
     assert summary["transitions"] == 58 and summary["updates"] > 30
     after = agent.learner.actor.weights
     assert any(not np.allclose(a, b.numpy()) for a, b in zip(before, after, strict=True))
     assert summary["checkpoint"].endswith("learner-58")
-    assert (tmp_path / "run" / "checkpoints" / "state-58" / "agent.json").exists()
-    from explorer.agent.checkpoint import Checkpointer
-    resumed = build_agent(learner, NoveltyConfig(signal="pixel"), (2, 16, 16, 1))
-    assert Checkpointer(resumed, tmp_path / "run" / "checkpoints").restore() == 58  # continues live or on the game
+    assert (tmp_path / "run" / "checkpoints" / "state-58" / "actor" / "actor.json").exists()
+    resumed = build_agent(config, (16, 16, 1))
+    assert resumed.checkpointer(tmp_path / "run" / "checkpoints").restore() == 58  # continues live or on the game
     np.testing.assert_array_equal(resumed.learner.actor.weights[0].numpy(), after[0].numpy())
     assert list((tmp_path / "run" / "tb").iterdir()) and (tmp_path / "run" / "training.png").stat().st_size > 0
 
-    evaluation = evaluate_policy([tmp_path / "s"], learning_agent_policy(agent), 2, tmp_path / "eval", novelty=agent.novelty)
+    evaluation = evaluate(config, [tmp_path / "s"], tmp_path / "run", tmp_path / "eval")
     assert evaluation["transitions"] == 58 and evaluation["recorded_actions"] == 58
     assert set(evaluation["action_mse"]) == {"camera_x", "camera_y", "walk_x", "walk_y"}
     assert np.isfinite(evaluation["novelty_mean"])

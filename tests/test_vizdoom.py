@@ -94,5 +94,7 @@ def test_explore_writes_a_run_directory_with_a_readable_picture(tmp_path):
 
 
 def test_sticky_random_moves_further_than_standing_still(tmp_path):
-    summary = cli.explore(load(None, ["run.agent=sticky", "run.steps=300", f"run.dir={str(tmp_path)!r}"]), progress=False)
+    from explorer.run.explore import explore
+
+    summary = explore(load(None, ["run.agent=sticky", "run.steps=300", f"run.dir={str(tmp_path)!r}"]), progress=False)
     assert summary["distinct_cells"] >= 3

@@ -26,6 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+from explorer.core import stack_frames  # noqa: E402
+
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
 
 
@@ -57,18 +59,18 @@ class OriginalAgent:
     def close(self) -> None:
         pass
 
-    def act(self, obs) -> np.ndarray:
-        x = np.asarray(obs).transpose(1, 2, 0, 3).reshape(1, *np.asarray(obs).shape[1:3], -1)
-        return self.model(x, training=False).numpy()[0]
+    def act(self, step) -> np.ndarray:
+        return self.model(stack_frames(np.asarray(step.obs))[None], training=False).numpy()[0]
 
-    def observe(self, obs, action, next_obs, first, last) -> dict[str, float]:
+    def observe(self, step, action, next_step) -> dict[str, float]:
         if self.failure is not None:
             return {}
         tf = self.tf
+        obs, next_obs = np.asarray(step.obs), np.asarray(next_step.obs)
 
         def loss_fn():
-            _ = self.model(np.asarray(obs).transpose(1, 2, 0, 3).reshape(1, *np.asarray(obs).shape[1:3], -1))
-            return -self.pixel_difference(tf.constant(np.asarray(next_obs)[-1]), tf.constant(np.asarray(obs)))
+            _ = self.model(stack_frames(obs)[None])
+            return -self.pixel_difference(tf.constant(next_obs[-1]), tf.constant(obs))
 
         try:
             with tf.GradientTape() as tape:
@@ -82,26 +84,10 @@ class OriginalAgent:
         return {}
 
 
-def prior_sticky(seed: int, sticky_steps: int, learner_config):
-    """Sticky random sticks moved by ``learner.action_prior`` (clipped to [-1, 1]) and put on the learner's
-    stick range (``learner.action_low``/``action_high``), as its warm-up sticks are: what the prior and the
-    range do without learning."""
-    from explorer.agent.actors import RandomAgent
-    from explorer.agent.learner import StickRange
-
-    sticks = StickRange(learner_config)
-
-    class PriorSticky(RandomAgent):
-        def act(self, obs) -> np.ndarray:
-            return sticks(np.clip(super().act(obs) + sticks.prior, -1.0, 1.0)).astype(np.float32)
-
-    return PriorSticky(seed, sticky_steps)
-
-
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path) -> dict:
     """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures."""
-    from explorer.cli import explore
     from explorer.config import load, quote
+    from explorer.run.explore import explore
 
     sets = [f"game.seed={seed}", f"run.seed={seed}", f"learner.seed={seed}", f"run.steps={steps}",
             "game.scenario=my_way_home", "game.episode_steps=525", f"run.dir={quote(str(out / 'runs'))}",
@@ -111,9 +97,8 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
         sets.append("run.agent=random")
     elif agent_name == "sticky":
         sets += ["run.agent=sticky", "run.sticky_steps=8"]
-    elif agent_name == "sticky_prior":
-        sets += ["run.agent=sticky", "run.sticky_steps=8"]
-        agent = prior_sticky(seed, 8, load(None, sets + overrides).learner)
+    elif agent_name == "sticky_prior":  # the learner's stick range and prior, without learning
+        sets += ["run.agent=sticky_prior", "run.sticky_steps=8", *overrides]
     elif agent_name == "original":
         sets.append("run.agent=random")  # replaced by the agent below
         config = load(None, sets)
@@ -122,7 +107,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
     else:
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
     config = load(None, sets)
-    summary = explore(config, progress=False, agent=agent)
+    summary = explore(config, progress=False, actor=agent)
     lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
     curve = [(r["step"], r["cells"]) for r in map(json.loads, lines) if "episode" in r]
     per_episode = summary["cells_per_episode"]

@@ -88,8 +88,8 @@ class MemorySampler:
 
 
 def run_explorer(seconds: float, overrides: list[str], out: str) -> dict:
-    from explorer.cli import play
     from explorer.config import load
+    from explorer.run.play import play
     config = load(None, [f"run.dir={out!r}", "control.countdown_s=0", f"control.max_seconds={seconds}",
                          "capture.source=window", "capture.window_title=vizdoom", "game.realtime=true",
                          "game.visible=true", *overrides])

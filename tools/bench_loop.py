@@ -47,17 +47,19 @@ def main() -> None:
     args = p.parse_args()
     xvfb = start_xvfb()
     try:
-        from explorer.agent.actors import PolicyAgent
+        from explorer.agent.actor import FixedPolicyActor
         from explorer.agent.networks import build_policy
         from explorer.config import load
+        from explorer.core import Step
         from explorer.envs import make_game
+        from explorer.envs.doom import DoomEnv
+        from explorer.envs.live import LiveEnv
+        from explorer.envs.pad import NullPad
         from explorer.envs.ring import FrameRing
 
         # Something real to capture: the game running in real time in a 640x480 window.
-        from explorer.envs.screen import CaptureThread, MssScreen, find_window
-        from explorer.envs.vizdoom import DoomPad
-        from explorer.run.driver import GameClock, LiveClock, run_loop
-        from explorer.testing.fakes import RecordingPad
+        from explorer.envs.screen import MssScreen, find_window
+        from explorer.run.driver import Driver
         window_game = make_game(load(None, ["game.realtime=true", "game.resolution='640x480'"]))
         time.sleep(1.0)
         w = find_window(window_game.window_title)
@@ -71,14 +73,14 @@ def main() -> None:
         ring_kib = ring_growth_kib(ring)
 
         screen = MssScreen(config.capture, config.observation)
-        ring = FrameRing(config.ring.capacity, screen.shape)
         # The loop alone, with a CNN policy that does not learn (tools/bench_live.py measures learning).
-        agent = PolicyAgent(build_policy((screen.shape[0], screen.shape[1], screen.shape[2] * config.observation.stack)))
-        agent.act(np.zeros((config.observation.stack, *screen.shape), np.uint8))
-        capture = CaptureThread(screen, ring, config.capture.fps)
-        live = run_loop(LiveClock(capture, ring, config.control.hz), ring, agent, RecordingPad(),
-                        config.observation.stack, max_seconds=args.seconds, watchdog_s=3 / config.control.hz)
-        capture_fps = capture.achieved_fps()
+        actor = FixedPolicyActor(build_policy((screen.shape[0], screen.shape[1], screen.shape[2] * config.observation.stack)))
+        actor.act(Step(np.zeros((config.observation.stack, *screen.shape), np.uint8)))
+        env = LiveEnv(screen, NullPad(), stack=config.observation.stack, ring_capacity=config.ring.capacity,
+                      capture_fps=config.capture.fps, hz=config.control.hz, watchdog_s=3 / config.control.hz)
+        live = Driver(env, actor).run(max_seconds=args.seconds)
+        env.close()
+        capture_fps = env.capture.achieved_fps()
         window_game.close()
 
         game = make_game(config)
@@ -89,21 +91,21 @@ def main() -> None:
 
         game_raw = rate(step, args.seconds / 2)
         game.close()
-        game = make_game(config)
-        ring = FrameRing(config.ring.capacity, game.shape)
-        agent = PolicyAgent(build_policy((game.shape[0], game.shape[1], game.shape[2] * config.observation.stack)))
-        sync = run_loop(GameClock(game, ring), ring, agent, DoomPad(game), config.observation.stack,
-                        max_seconds=args.seconds)
-        game.close()
+        doom = DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)
+        actor = FixedPolicyActor(build_policy((doom.frame_shape[0], doom.frame_shape[1],
+                                               doom.frame_shape[2] * config.observation.stack)))
+        sync = Driver(doom, actor).run(max_seconds=args.seconds)
+        doom.close()
     finally:
         if xvfb is not None:
             xvfb.terminate()
     print(f"capture, 256x256 region: grab {grab_raw:.0f}/s; grab + downscale + ring push {grab_push:.0f}/s; "
           f"capture thread at {config.capture.fps:g} fps target: {capture_fps:.1f} fps")
     print(f"frame ring: resident memory +{ring_kib:.1f} KiB per 1000 frames pushed, once warm")
+    e = live.env
     print(f"live loop at {config.control.hz:g} Hz target with the CNN policy: {live.hz:.2f} Hz, latency p50/p95/p99 "
-          f"{live.latency_ms(50):.2f} / {live.latency_ms(95):.2f} / {live.latency_ms(99):.2f} ms, missed ticks {live.missed_ticks}, "
-          f"dropped frames {live.dropped_frames}")
+          f"{e['latency_p50_ms']:.2f} / {e['latency_p95_ms']:.2f} / {e['latency_p99_ms']:.2f} ms, "
+          f"missed ticks {e['missed_ticks']}, dropped frames {e['dropped_frames']}")
     print(f"built-in game: engine alone {game_raw:.0f} steps/s; synchronous loop with the CNN policy {sync.hz:.0f} steps/s")
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from explorer.core import Pacer  # noqa: E402
 from explorer.envs.recorder import Recorder  # noqa: E402
 from explorer.envs.session import Session, sessions_dataset  # noqa: E402
 
@@ -44,15 +45,12 @@ def game_like_frames(n: int, size: int, seed: int = 0) -> list[np.ndarray]:
 def paced(n: int, hz: float, work) -> np.ndarray:
     """Call ``work(i)`` at ``hz`` for ``n`` ticks; the time each call took, ms."""
     costs = np.zeros(n)
-    next_t = time.perf_counter()
+    pacer = Pacer(hz)
     for i in range(n):
         t0 = time.perf_counter()
         work(i)
         costs[i] = time.perf_counter() - t0
-        next_t += 1.0 / hz
-        delay = next_t - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+        pacer.wait()
     return costs * 1e3
 
 

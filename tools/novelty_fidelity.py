@@ -58,18 +58,18 @@ def window_sums(x: np.ndarray, episode: np.ndarray, width: int) -> np.ndarray:
 def play(config, steps: int, seed: int):
     """Sticky random play. Per step: the index of its next frame, the position, the episode and the action;
     and the frames, and the index of each episode's first frame."""
-    from explorer.agent.actors import RandomAgent
+    from explorer.agent.actor import RandomActor
     from explorer.envs import make_game
     from explorer.envs.vizdoom import DoomPad
     game = make_game(config)
     pad = DoomPad(game)
-    agent = RandomAgent(seed, sticky_steps=8)  # the sticky baseline of tools/bench_explore.py
+    agent = RandomActor(seed, sticky_steps=8)  # the sticky baseline of tools/bench_explore.py
     frames, starts = [game.grab().copy()], [0]
     step_next, positions, episodes, actions = [], [], [], []
     episode = 0
     try:
         for _ in range(steps):
-            action = agent.act(None)
+            action = agent.act(None)  # a random actor ignores the step
             pad.send(action)
             game.advance()
             p = game.position()

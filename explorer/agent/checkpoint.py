@@ -13,28 +13,41 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import tensorflow as tf
 
+from explorer.core import ExplorerError
 
-class CheckpointError(RuntimeError):
+
+class CheckpointError(ExplorerError):
     """A checkpoint is missing or does not fit the agent."""
 
 
+class Part(Protocol):
+    """A named piece of state that lives outside TensorFlow (replay, counters, RNG states)."""
+
+    def save(self, directory: Path) -> None:
+        """Write this part's files into ``directory``."""
+
+    def restore(self, directory: Path) -> None:
+        """Read what :meth:`save` wrote."""
+
+
 class Checkpointer:
-    """Saves and restores a :class:`~explorer.agent.learner.LearningAgent` under ``directory``.
+    """Saves and restores TensorFlow objects and named parts under ``directory``.
 
     Args:
-      agent: the learning agent (``learner.checkpoint_items()``, ``save_state``/``restore_state``).
       directory: where checkpoints go (``<run>/checkpoints``).
+      tf_items: networks, optimisers, variables: what ``tf.train.Checkpoint`` tracks.
+      parts: named state outside TensorFlow; part ``name`` saves into ``state-<step>/<name>/``.
       keep: how many checkpoints to keep.
     """
 
-    def __init__(self, agent: Any, directory: str | Path, keep: int = 2):
-        self.agent = agent
+    def __init__(self, directory: str | Path, tf_items: dict[str, Any], parts: dict[str, Part], keep: int = 2):
+        self.parts = parts
         self.directory = Path(directory)
-        self.checkpoint = tf.train.Checkpoint(**agent.learner.checkpoint_items())
+        self.checkpoint = tf.train.Checkpoint(**tf_items)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep,
                                                   checkpoint_name="learner")
         #: set when a save failed (a full disk): the run stops, and its way out does not try again
@@ -49,7 +62,8 @@ class Checkpointer:
         """
         state_dir = self.directory / f"state-{step}"
         try:
-            self.agent.save_state(state_dir)
+            for name, part in self.parts.items():
+                part.save(state_dir / name)
             path = self.manager.save(checkpoint_number=step)
         except (OSError, tf.errors.OpError) as err:
             self.failed = True
@@ -91,5 +105,10 @@ class Checkpointer:
                 f"checkpoint {path} does not fit this agent: its network sizes or its observations (frame size, "
                 f"colour or grey, stack) differ from the settings now in use; to continue that run, load the settings "
                 f"it was trained with: --config {settings}. ({type(err).__name__}: {str(err).splitlines()[0][:200]})") from err
-        self.agent.restore_state(side)
+        missing = [name for name in self.parts if not (side / name).is_dir()]
+        if missing:
+            raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)} in {side.name}/ (written by an older "
+                                  "explorer?); it cannot be resumed: start a new run")
+        for name, part in self.parts.items():
+            part.restore(side / name)
         return step

@@ -1,43 +1,140 @@
-"""Frame stacking, and a plain CNN policy (frames in, four tanh stick values out).
+"""Networks: the one conv encoder, the actor, the twin Q heads, and how actor outputs become sticks.
 
-The learning agent's actor lives in :mod:`explorer.agent.learner` (it also takes a
-context input); :func:`build_policy` is the context-free CNN used where a
-fixed, non-learning policy is wanted (tests, dry runs, benchmarks of the loop).
-Weights are built once; the model is called as ``model(x, training=False)``.
+Observations reach every network stacked along channels, ``uint8[H, W, k*C]``
+(:func:`explorer.core.stack_frames`). Weights are built once; models are called
+as ``model(x, training=...)``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
+import numpy as np
 import tensorflow as tf
 
+from explorer.config import LearnerConfig
+from explorer.core import ACTION_DIM
 
-def stack_frames(frames: tf.Tensor) -> tf.Tensor:
-    """``uint8[..., k, H, W, C]`` frames → ``uint8[..., H, W, k*C]`` (frames along channels, oldest first)."""
-    shape = tf.shape(frames)
-    rank = frames.shape.rank
-    perm = list(range(rank - 4)) + [rank - 3, rank - 2, rank - 4, rank - 1]
-    moved = tf.transpose(frames, perm)
-    return tf.reshape(moved, tf.concat([shape[:-4], shape[-3:-1], [shape[-4] * shape[-1]]], 0))
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 
 
-def build_encoder(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), hidden: int = 128,
-                  name: str = "encoder") -> keras.Model:
-    """Conv encoder: ``uint8[B, H, W, k*C]`` → ``float32[B, hidden]``."""
-    inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
-    x = keras.layers.Rescaling(1.0 / 255.0)(keras.ops.cast(inputs, "float32"))
+def _init(seed: int) -> keras.initializers.Initializer:
+    return keras.initializers.GlorotUniform(seed=seed)
+
+
+def build_encoder(obs_shape: tuple[int, ...], filters: tuple[int, ...], feature: int, seed: int, name: str) -> keras.Model:
+    """``uint8[H, W, k*C]`` -> ``float32[feature]``: strided 3x3 convs, a dense layer, LayerNorm, tanh."""
+    x_in = keras.Input(obs_shape, dtype="uint8")
+    x = keras.layers.Rescaling(1.0 / 255)(x_in)
     for i, f in enumerate(filters):
-        x = keras.layers.Conv2D(f, 3, strides=2, padding="same", activation="relu", name=f"conv{i}")(x)
+        x = keras.layers.Conv2D(f, 3, strides=2, activation="relu", kernel_initializer=_init(seed + i), name=f"{name}_conv{i}")(x)
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(hidden, activation="relu", name="dense")(x)
-    return keras.Model(inputs, x, name=name)
+    x = keras.layers.Dense(feature, kernel_initializer=_init(seed + 10), name=f"{name}_dense")(x)
+    x = keras.layers.LayerNormalization(name=f"{name}_norm")(x)
+    x = keras.layers.Activation("tanh")(x)
+    return keras.Model(x_in, x, name=name)
 
 
-def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), hidden: int = 128,
-                 name: str = "policy") -> keras.Model:
-    """A deterministic policy ``π(obs)``: ``uint8[B, H, W, k*C]`` → ``float32[B, 4]`` in (-1, 1)."""
-    encoder = build_encoder(obs_shape, filters, hidden, name=f"{name}_encoder")
+def actor_outputs(config: LearnerConfig) -> int:
+    """Width of the actor's output: a pre-tanh mean per axis, and for SAC a log-std per axis."""
+    return 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
+
+
+def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig) -> keras.Model:
+    """The actor after its encoder: ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
+    f_in = keras.Input([feature], name="features")
+    ctx_in = keras.Input([ctx_dim], name="context")
+    h = keras.layers.Concatenate()([f_in, ctx_in])
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
+    y = keras.layers.Dense(actor_outputs(config),
+                           kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
+                           name="actor_out")(h)
+    return keras.Model([f_in, ctx_in], y, name="actor_head")
+
+
+def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig) -> keras.Model:
+    """The actor with an encoder of its own: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh outputs."""
+    obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
+    ctx_in = keras.Input([ctx_dim], name="context")
+    h = build_encoder(obs_shape, config.filters, config.feature, config.seed + 100, "actor_encoder")(obs_in)
+    y = build_actor_head(config.feature, ctx_dim, config)([h, ctx_in])
+    return keras.Model([obs_in, ctx_in], y, name="actor")
+
+
+def build_policy_net(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig,
+                     encoder: keras.Model | None = None) -> tuple[keras.Model, keras.Model]:
+    """``(actor, policy_net)``: what the actor loss trains, and the whole ``(obs, ctx) -> outputs`` model.
+
+    With ``config.shared_encoder`` the policy is ``encoder`` (the critic's) followed by an actor
+    head, and the actor loss trains the head only; otherwise both are one model.
+    """
+    if not config.shared_encoder:
+        actor = build_actor(obs_shape, ctx_dim, config)
+        return actor, actor
+    assert encoder is not None, "a shared-encoder policy needs the critic's encoder"
+    head = build_actor_head(config.feature, ctx_dim, config)
+    obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
+    ctx_in = keras.Input([ctx_dim], name="context")
+    return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), ctx_in]), name="policy")
+
+
+def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str) -> keras.Model:
+    """Twin Q heads: ``(features, action, context)`` -> ``float32[2]``."""
+    f_in = keras.Input([feature])
+    a_in = keras.Input([ACTION_DIM])
+    c_in = keras.Input([ctx_dim])
+    x = keras.layers.Concatenate()([f_in, a_in, c_in])
+    qs = []
+    for j in range(2):
+        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j))(x)
+        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j + 1))(h)
+        qs.append(keras.layers.Dense(1, kernel_initializer=_init(seed + 10 * j + 2))(h))
+    return keras.Model([f_in, a_in, c_in], keras.layers.Concatenate()(qs), name=name)
+
+
+def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), feature: int = 128,
+                 seed: int = 0, name: str = "policy") -> keras.Model:
+    """A fixed, context-free policy ``pi(obs)``: ``uint8[B, H, W, k*C]`` -> ``float32[B, 4]`` in (-1, 1).
+
+    For loop tests and benchmarks that want a real CNN in the loop without learning.
+    """
+    encoder = build_encoder(obs_shape, filters, feature, seed, f"{name}_encoder")
     inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
-    axes = keras.layers.Dense(4, activation="tanh", name="axes",
-                              kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3))(encoder(inputs))
+    axes = keras.layers.Dense(ACTION_DIM, activation="tanh", name="axes",
+                              kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=seed))(encoder(inputs))
     return keras.Model(inputs, axes, name=name)
+
+
+class StickRange:
+    """Where the policy's squashed outputs land: ``[-1, 1]`` per axis mapped linearly onto ``[action_low, action_high]``.
+
+    ``prior`` is ``action_prior`` in squashed units (its place in the range, mapped onto [-1, 1]).
+    Calling it maps squashed values (numpy arrays or tensors) to stick values; with the full
+    range [-1, 1] on every axis it returns its input unchanged.
+    """
+
+    def __init__(self, config: LearnerConfig):
+        low, high = np.asarray(config.action_low, np.float64), np.asarray(config.action_high, np.float64)
+        self.full = bool(np.all(low == -1.0) and np.all(high == 1.0))
+        self.low, self.half = low.astype(np.float32), ((high - low) / 2).astype(np.float32)
+        self.prior = ((np.asarray(config.action_prior, np.float64) - low) / (high - low) * 2 - 1).astype(np.float32)
+
+    def __call__(self, squashed: Any) -> Any:
+        return squashed if self.full else self.low + (squashed + 1.0) * self.half
+
+    def prior_offset(self, algo: str) -> tf.Tensor:
+        """``atanh(prior)`` added to the actor's pre-tanh means (zeros after them for SAC's log-stds)."""
+        prior = np.arctanh(self.prior)
+        if algo == "sac":
+            prior = np.concatenate([prior, np.zeros(ACTION_DIM, np.float32)])
+        return tf.constant(prior, tf.float32)
+
+
+def split_outputs(y: tf.Tensor, algo: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """The actor's outputs (prior included) as ``(pre-tanh mean, log-std)``; TD3's log-std is a dummy zero."""
+    if algo == "sac":
+        mean, log_std = tf.split(y, 2, axis=-1)
+        return mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+    return y, tf.zeros_like(y)

@@ -1,18 +1,16 @@
-"""Learning beside acting, for real time: the learner trains on its own thread.
+"""Learning beside acting, for real time: the learner trains on a thread of its own.
 
 In live mode the game does not wait, so a training step (tens of
-milliseconds) must never sit inside a control tick. :class:`ThreadedAgent`
-wraps the learning agent: the control thread acts with a copy of the policy and
-records transitions (novelty and replay writes, a few milliseconds); a learner
-thread samples the replay and trains as fast as it can. Every
-``learner.publish_every`` updates the learner thread snapshots the policy's
-weights (with a shared encoder, the critic's encoder too) between two steps,
-and the control thread installs the newest snapshot before its next action,
+milliseconds) must never sit inside a control tick. :class:`ThreadedLearner`
+runs :meth:`Learner.step` on a learner thread as fast as it can (or at most
+``learner.max_updates_per_s``); every ``learner.publish_every`` updates it
+snapshots the policy's weights, and the acting thread installs the newest
+snapshot into its actor between two decisions (:meth:`ThreadedLearner.sync`),
 so an action never sees half-updated weights and no lock is held across a
 training step.
 
-If the learner thread dies, :meth:`ThreadedAgent.check` raises
-:class:`LearnerDied` on the control thread; the loop then ends with the pad
+If the learner thread dies, :meth:`ThreadedLearner.check` raises
+:class:`LearnerDied` on the acting thread; the run then ends with the pad
 neutral.
 """
 
@@ -20,31 +18,32 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from explorer.config import LearnerConfig
+from explorer.core import ExplorerError, Learner
 
 
-class LearnerDied(RuntimeError):
+class LearnerDied(ExplorerError):
     """The learner thread stopped with an error."""
 
 
-class ThreadedAgent:
-    """A learning agent whose training runs on a thread of its own.
+class ThreadedLearner:
+    """Runs ``learner.step()`` on its own thread and publishes weights for an actor.
 
     Args:
-      agent: a :class:`explorer.agent.learner.LearningAgent`.
+      learner: trains from replay (:class:`explorer.agent.learner.Learner`).
       config: the learner section (``publish_every``, ``max_updates_per_s``).
+      ready: whether learning may start (past the actor's warm-up steps, replay filled).
     """
 
-    def __init__(self, agent: Any, config: LearnerConfig):
-        self.agent = agent
+    def __init__(self, learner: Learner, config: LearnerConfig, ready: Callable[[], bool]):
+        self.learner = learner
         self.config = config
-        agent.train_inline = False
-        self.acting = agent.learner.acting_copy()
-        agent.novelty.warm_up()
+        self.ready = ready
         self.updates = 0
         self.published = 0
         self.installed = 0
@@ -56,20 +55,19 @@ class ThreadedAgent:
         self._last_update = 0.0
         self._train_s = 0.0
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
-        self._thread.start()
 
-    # ---------------------------------------------------------------- control thread
-    def act(self, obs: Any) -> np.ndarray:
+    def start(self) -> ThreadedLearner:
+        self._thread.start()
+        return self
+
+    # ---------------------------------------------------------------- acting thread
+    def sync(self, actor: Any) -> None:
+        """Install the newest published weights into ``actor`` (``set_weights``); raise if the thread died."""
         self.check()
         snapshot, self._snapshot = self._snapshot, None  # one reference swap: whole snapshots only
         if snapshot is not None:
-            self.acting.set_weights(snapshot)
+            actor.set_weights(snapshot)
             self.installed += 1
-        return self.agent.act(obs)
-
-    def observe(self, obs: Any, action: Any, next_obs: Any, first: bool, last: bool) -> dict[str, float]:
-        out = self.agent.observe(obs, action, next_obs, first, last)
-        return {**out, **self.metrics} if self.metrics else out
 
     def check(self) -> None:
         """Raise :class:`LearnerDied` on the caller's thread if the learner thread failed."""
@@ -77,15 +75,11 @@ class ThreadedAgent:
             raise LearnerDied(f"the learner thread stopped after {self.updates} updates: "
                               f"{type(self.error).__name__}: {self.error}") from self.error
 
-    def stop_learning(self) -> None:
+    def stop(self) -> None:
         """Stop the learner thread after its current step (so a checkpoint sees settled weights)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30.0)
-
-    def close(self) -> None:
-        self.stop_learning()
-        self.agent.close()
 
     def stats(self) -> dict[str, float]:
         """Updates, updates/s since learning began (after the warm-up), snapshots published and installed."""
@@ -99,22 +93,22 @@ class ThreadedAgent:
         min_period = 1.0 / self.config.max_updates_per_s if self.config.max_updates_per_s > 0 else 0.0
         try:
             while not self._stop.is_set():
-                if not self.agent.ready_to_train():
+                if not (self.ready() and self.learner.ready()):
                     self._stop.wait(0.02)
                     continue
                 t0 = time.monotonic()
                 if self._first_update is None:
                     self._first_update = t0
-                metrics = self.agent.train_once()
+                metrics = self.learner.step()
                 self.updates += 1
                 self._last_update = time.monotonic()
                 self._train_s += self._last_update - t0
                 if self.updates % self.config.publish_every == 0:
-                    self._snapshot = [w.numpy() for w in self.agent.learner.policy_net.weights]
+                    self._snapshot = self.learner.get_weights()
                     self.published += 1
                     self.metrics = metrics
                 rest = min_period - (time.monotonic() - t0)
                 if rest > 0:
                     self._stop.wait(rest)
-        except BaseException as err:  # surfaced on the control thread by check()
+        except BaseException as err:  # surfaced on the acting thread by check()
             self.error = err

@@ -20,12 +20,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from explorer.config import PadConfig
-
-AXES = ("camera_x", "camera_y", "walk_x", "walk_y")
-NEUTRAL = np.zeros(4, np.float32)
+from explorer.core import NEUTRAL, ExplorerError, clamp
 
 
-class PadError(RuntimeError):
+class PadError(ExplorerError):
     """The pad cannot be created or driven; the message says what to install or fix."""
 
 
@@ -41,14 +39,6 @@ class Pad(Protocol):
 
     def close(self) -> None:
         """Centre the sticks and release the device."""
-
-
-def clamp(action: Any) -> np.ndarray:
-    """``float32[4]`` in [-1, 1]; NaN becomes 0 (neutral), so a bad value can never be sent."""
-    a = np.asarray(action, dtype=np.float32).reshape(-1)
-    if a.shape != (4,):
-        raise ValueError(f"an action has 4 axes {AXES}, got shape {np.shape(action)}")
-    return np.clip(np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
 
 
 class NullPad:
@@ -140,9 +130,13 @@ class _Terminate(BaseException):
     """Raised in the main thread on SIGTERM so that ``finally`` blocks run."""
 
 
+class HasNeutral(Protocol):
+    def neutral(self) -> None: ...
+
+
 @contextlib.contextmanager
-def neutral_on_exit(pad: Pad) -> Iterator[Pad]:
-    """Centre the pad however the block ends: normally, by exception, Ctrl-C or SIGTERM.
+def neutral_on_exit(pad: HasNeutral) -> Iterator[HasNeutral]:
+    """Centre the pad (or an env holding one) however the block ends: normally, by exception, Ctrl-C or SIGTERM.
 
     SIGTERM is turned into an exception for the duration (main thread only), so
     the block unwinds and the pad is centred before the process exits with 143.

@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from explorer.core import ExplorerError
+from explorer.files import fsync_dir, write_atomic
+
 FORMAT = "explorer-session"
 VERSION = 1
 META = "meta.json"
@@ -42,7 +45,7 @@ JOURNAL = "journal.jsonl"
 CHUNKS = "chunks"
 
 
-class RecorderError(RuntimeError):
+class RecorderError(ExplorerError):
     """The recorder cannot take or write steps; the message says why."""
 
 
@@ -64,31 +67,6 @@ def library_versions() -> dict[str, str]:
         if module is not None:
             versions[name] = str(getattr(module, "__version__", "?"))
     return versions
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename inside ``path`` durable (a no-op where directories cannot be opened, e.g. Windows)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def write_chunk(path: Path, frames: list[np.ndarray], start: int, level: int = 1) -> None:
@@ -123,14 +101,17 @@ def _float(x: float) -> float | None:
     return float(np.format_float_positional(np.float32(x), unique=True, trim="-"))
 
 
-def step_line(index: int, t: float, action: np.ndarray | None, reward: float | None, first: bool, last: bool) -> str:
-    """One line of the step log (and of the journal)."""
-    record = {
+def step_line(index: int, t: float, action: np.ndarray | None, reward: float | None, first: bool, last: bool,
+              decision: bool | None = None) -> str:
+    """One line of the step log (and of the journal); ``"d"`` only where the decision flag is known."""
+    record: dict[str, Any] = {
         "i": index, "t": round(t, 6),
         "a": None if action is None else [_float(v) for v in action],
         "r": None if reward is None else _float(reward),
         "first": bool(first), "last": bool(last),
     }
+    if decision is not None:
+        record["d"] = bool(decision)
     return json.dumps(record, separators=(",", ":")) + "\n"
 
 
@@ -205,7 +186,7 @@ class Recorder:
     # ------------------------------------------------------------ caller side
 
     def add(self, frame: Any, action: Any | None, reward: float | None, first: bool, last: bool,
-            t: float | None = None) -> None:
+            t: float | None = None, decision: bool | None = None) -> None:
         """Take one step; returns at once (the frame is copied, the writer thread does the rest).
 
         Args:
@@ -216,6 +197,8 @@ class Recorder:
           first: this step opens an episode.
           last: this step closes an episode (its action and reward are not used).
           t: monotonic time of the frame, seconds; ``time.monotonic()`` when None.
+          decision: ``action`` is a new decision of the agent (False: the previous one, held);
+            None when not known (a person played).
 
         Raises:
           RecorderError: the recorder is closed, the writer thread failed (the
@@ -237,7 +220,8 @@ class Recorder:
             act = np.asarray(action, np.float32).reshape(-1)
             if act.shape != (4,):
                 raise RecorderError(f"an action has 4 stick axes, got shape {np.shape(action)}")
-        item = (self.steps, float(t), array, act, None if reward is None else float(reward), bool(first), bool(last))
+        item = (self.steps, float(t), array, act, None if reward is None else float(reward), bool(first), bool(last),
+                decision)
         try:
             self._queue.put_nowait(item)
         except queue.Full:
@@ -349,9 +333,9 @@ class Recorder:
                     if item is _CLOSE:
                         done = True
                         break
-                    index, t, frame, action, reward, first, last = item
+                    index, t, frame, action, reward, first, last, decision = item
                     frames.append(frame)
-                    new_lines.append(step_line(index, t, action, reward, first, last))
+                    new_lines.append(step_line(index, t, action, reward, first, last, decision))
                 if new_lines:
                     # The journal reaches the OS before the chunk commits, so a crash can be counted.
                     self._journal.writelines(new_lines)
@@ -411,7 +395,8 @@ class LoopRecorder:
         self._flush_held(last=True)
         self._held = (np.array(frame, copy=True), time.monotonic() if t is None else t, True)
 
-    def step(self, action: Any, reward: float | None, next_frame: Any, last: bool, t: float | None = None) -> None:
+    def step(self, action: Any, reward: float | None, next_frame: Any, last: bool, t: float | None = None,
+             decision: bool | None = None) -> None:
         """The loop sent ``action`` on the held frame, earned ``reward`` and saw ``next_frame``.
 
         Args:
@@ -420,11 +405,12 @@ class LoopRecorder:
           next_frame: ``uint8[H, W, C]``, the newest frame after the tick.
           last: ``next_frame`` ended the episode (it is recorded as the episode's last step).
           t: monotonic time ``next_frame`` reached the ring.
+          decision: ``action`` is a new decision (None: not known).
         """
         if self._held is None:
             raise RecorderError("LoopRecorder.step before begin: pass the episode's first frame to begin()")
         frame, held_t, first = self._held
-        self.recorder.add(frame, action, reward, first=first, last=False, t=held_t)
+        self.recorder.add(frame, action, reward, first=first, last=False, t=held_t, decision=decision)
         t = time.monotonic() if t is None else t
         if last:
             self.recorder.add(next_frame, None, None, first=False, last=True, t=t)

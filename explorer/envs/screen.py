@@ -17,10 +17,11 @@ import numpy as np
 from PIL import Image
 
 from explorer.config import CaptureConfig, ObservationConfig
+from explorer.core import ExplorerError, Pacer
 from explorer.envs.ring import FrameRing
 
 
-class ScreenError(RuntimeError):
+class ScreenError(ExplorerError):
     """Frames cannot be captured; the message says why and how to fix it."""
 
 
@@ -256,7 +257,7 @@ class CaptureThread:
 
     def _run(self) -> None:
         try:
-            next_t = time.monotonic()
+            pacer = Pacer(1.0 / self.period, stop=self._stop)
             while not self._stop.is_set():
                 frame = self.screen.grab()
                 self.ring.push(frame)
@@ -266,14 +267,8 @@ class CaptureThread:
                     del self.grab_times[:50_000]
                 self.grabs += 1
                 self._watch_blank(frame, now)
-                next_t += self.period
-                delay = next_t - time.monotonic()
-                if delay > 0:
-                    self._stop.wait(delay)
-                else:
-                    missed = int(-delay / self.period)
-                    self.late += missed
-                    next_t += missed * self.period
+                pacer.wait()
+                self.late = pacer.missed
         except BaseException as err:
             self.error = err
         finally:

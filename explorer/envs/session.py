@@ -21,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from explorer.core import EndOfData, ExplorerError
+from explorer.core import Step as EnvStep
 from explorer.envs.recorder import CHUNKS, FORMAT, JOURNAL, META, STEPS, VERSION, chunk_name
 
 
-class SessionError(ValueError):
+class SessionError(ExplorerError, ValueError):
     """A session file is missing, truncated, corrupt or not a session; the message names the file."""
 
 
@@ -38,6 +40,7 @@ class Step:
     reward: float  # novelty that action earned; NaN where not computed
     first: bool  # opens an episode
     last: bool  # closes an episode (action and reward unused)
+    decision: bool = True  # the action is a new decision (sessions without the flag: every step is one)
 
 
 @dataclass
@@ -50,6 +53,7 @@ class StepArrays:
     reward: np.ndarray  # float32[n]
     first: np.ndarray  # bool[n]
     last: np.ndarray  # bool[n]
+    decision: np.ndarray  # bool[n]: the action is a new decision (True where the session has no flags)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -400,6 +404,7 @@ class Session:
                     reward=np.array([np.nan if r["r"] is None else r["r"] for r in recs], np.float32).reshape(n),
                     first=np.fromiter((bool(r["first"]) for r in recs), bool, n),
                     last=np.fromiter((bool(r["last"]) for r in recs), bool, n),
+                    decision=np.fromiter((bool(r.get("d", True)) for r in recs), bool, n),
                 )
 
     def iter_chunks(self) -> Iterator[tuple[np.ndarray, StepArrays]]:
@@ -413,7 +418,7 @@ class Session:
         for s in self.iter_step_arrays():
             for j in range(len(s)):
                 yield Step(int(s.index[j]), float(s.t[j]), s.action[j], float(s.reward[j]),
-                           bool(s.first[j]), bool(s.last[j]))
+                           bool(s.first[j]), bool(s.last[j]), bool(s.decision[j]))
 
     def frames(self) -> Iterator[np.ndarray]:
         """Every readable frame, ``uint8[H, W, C]``, in order."""
@@ -480,7 +485,7 @@ class Session:
 
 
 def _fields(s: StepArrays) -> tuple[np.ndarray, ...]:
-    return (s.index, s.t, s.action, s.reward, s.first, s.last)
+    return (s.index, s.t, s.action, s.reward, s.first, s.last, s.decision)
 
 
 def open_sessions(paths: Iterable[str | Path | Session]) -> list[Session]:
@@ -621,3 +626,90 @@ def find_sessions(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise SessionError(f"{p}: no such session or directory")
     return found
+
+
+class SessionEnv:
+    """Recorded sessions as an :class:`~explorer.core.Env`: their frames in order, through a frame ring.
+
+    Actions sent to it are ignored; each step's ``info`` holds what was recorded for the frame
+    the step returns: ``action`` (``float32[4]``, NaN where unknown), ``reward``, and the
+    decision flags ``starts`` (the action is a new decision) and ``ends`` (the decision ends
+    with this step: the next step starts a new one, or the episode ends). An episode ends at a
+    ``last`` step, or where a session stops before one (a crash): that step is given as last.
+    After the final episode :meth:`reset` raises :class:`EndOfData`.
+
+    Args:
+      sessions: the sessions, one frame shape.
+      stack: frames per observation ``k``.
+      ring_capacity: frames the ring holds (more than ``stack``).
+    """
+
+    def __init__(self, sessions: Sequence[Session], stack: int, ring_capacity: int):
+        from explorer.envs.ring import FrameRing
+
+        shapes = {s.frame_shape for s in sessions if s.frame_shape is not None}
+        if len(shapes) > 1:
+            raise SessionError(f"sessions of different frame shapes {sorted(shapes)} cannot be replayed together")
+        if not shapes:
+            raise SessionError(f"no frames in {', '.join(str(s.path) for s in sessions)}")
+        self.sessions = list(sessions)
+        self.stack = stack
+        self.frame_shape: tuple[int, int, int] = tuple(shapes.pop())  # type: ignore[assignment]
+        self.ring = FrameRing(ring_capacity, self.frame_shape)
+        self.steps = 0
+        self._rows = self._iter_rows()
+        self._next: tuple[np.ndarray, Step, bool] | None = next(self._rows, None)
+
+    def _iter_rows(self) -> Iterator[tuple[np.ndarray, Step, bool]]:
+        """``(frame, recorded step, ends an episode)`` in order, over every session."""
+        for s in self.sessions:
+            prev: tuple[np.ndarray, Step] | None = None
+            for frames, arrays in s.iter_chunks():
+                for j in range(len(arrays)):
+                    row = Step(int(arrays.index[j]), float(arrays.t[j]), arrays.action[j], float(arrays.reward[j]),
+                               bool(arrays.first[j]), bool(arrays.last[j]), bool(arrays.decision[j]))
+                    if prev is not None:
+                        yield prev[0], prev[1], prev[1].last or row.first
+                    prev = (frames[j], row)
+            if prev is not None:
+                yield prev[0], prev[1], True
+
+    def _take(self) -> tuple[np.ndarray, Step, bool]:
+        if self._next is None:
+            raise EndOfData("the sessions are replayed to their end")
+        row, self._next = self._next, next(self._rows, None)
+        return row
+
+    def _step(self, row: tuple[np.ndarray, Step, bool], first: bool) -> EnvStep:
+        frame, rec, ends_episode = row
+        self.ring.push(frame)
+        nxt = self._next
+        ends_decision = ends_episode or nxt is None or nxt[1].decision
+        return EnvStep(self.ring.latest(self.stack), first=first, last=ends_episode and not first, t=rec.t,
+                       info={"action": rec.action, "reward": rec.reward, "starts": rec.decision,
+                             "ends": ends_decision, "index": rec.index})
+
+    def reset(self) -> EnvStep:
+        """The next episode's first frame (an episode of one frame is skipped: it has no transition)."""
+        while True:
+            row = self._take()
+            if not row[2]:
+                self.ring.reset()
+                return self._step(row, first=True)
+
+    def step(self, action: np.ndarray | None) -> EnvStep:
+        self.steps += 1
+        return self._step(self._take(), first=False)
+
+    def idle(self) -> None:
+        pass
+
+    def neutral(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"sessions": [str(s.path) for s in self.sessions]}
+
+    def close(self) -> None:
+        pass
+

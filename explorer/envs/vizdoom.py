@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
-from explorer.envs.pad import NEUTRAL, clamp
+from explorer.core import NEUTRAL, ExplorerError, clamp
 from explorer.envs.screen import observation_shape, to_observation
 
 _RESOLUTIONS = {"160x120": "RES_160X120", "320x240": "RES_320X240", "640x480": "RES_640X480"}
 
 
-class GameError(RuntimeError):
+class GameError(ExplorerError):
     """The game cannot be started with this configuration."""
 
 

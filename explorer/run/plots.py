@@ -45,3 +45,59 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_history(history: dict[str, list[tuple[int, float]]], path: Path, title: str) -> Path:
+    keys = [k for k in ("novelty", "critic_loss", "actor_loss", "q", "alpha") if k in history] or sorted(history)[:4]
+    fig, axes = plt.subplots(len(keys) or 1, 1, figsize=(8, 2.2 * max(len(keys), 1)), sharex=True, squeeze=False)
+    for ax, k in zip(axes[:, 0], keys, strict=False):
+        xs, ys = zip(*history[k], strict=True)
+        ax.plot(xs, ys, ".-", ms=3)
+        ax.set_ylabel(k)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("transitions replayed")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_novelty(novelty: np.ndarray, recorded: np.ndarray, first: np.ndarray, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    if len(novelty):
+        ax.plot(novelty, lw=0.8, label="novelty (recomputed)")
+    if np.isfinite(recorded).any():
+        ax.plot(recorded, lw=0.8, alpha=0.7, label="reward (recorded)")
+    for x in np.flatnonzero(first):
+        ax.axvline(float(x), color="0.6", lw=0.5, ls="--")
+    ax.set_xlabel("transition (dashed: episode start)")
+    ax.set_ylabel("novelty")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no novelty signal and no recorded rewards", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
+    from explorer.core import AXES
+
+    fig, axes = plt.subplots(4, 1, figsize=(10, 7), sharex=True)
+    for i, ax in enumerate(axes):
+        if np.isfinite(recorded[:, i]).any():
+            ax.plot(recorded[:, i], lw=0.8, label="recorded")
+        ax.plot(policy[:, i], lw=0.8, label="policy")
+        ax.set_ylim(-1.05, 1.05)
+        ax.set_ylabel(AXES[i])
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right")
+    axes[-1].set_xlabel("transition")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,15 +1,17 @@
 """Fakes of the two ends, for tests, docs and users: a screen serving known
-frames and a pad that records every call."""
+frames, a pad that records every call, and a synchronous env made of the two."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from explorer.envs.pad import NEUTRAL, clamp
+from explorer.core import NEUTRAL, Step, clamp
+from explorer.envs.ring import FrameRing
 
 
 class FakeScreen:
@@ -97,3 +99,67 @@ class RecordingPad:
     @property
     def is_neutral(self) -> bool:
         return bool(np.all(self.state == 0.0))
+
+
+class FakeEnv:
+    """A synchronous :class:`~explorer.core.Env` on a fake screen, as the built-in game is on the engine.
+
+    Each step sends the action to ``pad`` and serves the screen's next frame; an episode
+    ends after ``episode_steps`` steps, and the next one starts on the frame the last one
+    ended on. ``info["position"]`` is ``(step, 0)`` of the whole run, for coverage code.
+
+    Args:
+      screen: frames (default: :meth:`FakeScreen.counting` of ``shape``).
+      pad: where actions go (default: a :class:`RecordingPad`).
+      stack: frames per observation ``k``.
+      episode_steps: steps per episode.
+    """
+
+    def __init__(self, screen: FakeScreen | None = None, pad: RecordingPad | None = None, stack: int = 3,
+                 episode_steps: int = 1000, shape: tuple[int, int, int] = (16, 16, 1), ring_capacity: int = 8):
+        self.screen = screen or FakeScreen.counting(shape)
+        self.pad = pad or RecordingPad()
+        self.stack = stack
+        self.episode_steps = episode_steps
+        self.frame_shape = tuple(self.screen.shape)
+        self.ring = FrameRing(ring_capacity, self.frame_shape)
+        self.frame = self.screen.grab()
+        self.steps = 0
+        self.episodes_started = 0
+        self.closed = False
+
+    def _step(self, first: bool = False, last: bool = False) -> Step:
+        return Step(self.ring.latest(self.stack), first=first, last=last, t=time.monotonic(),
+                    info={"position": _Position(float(self.steps), 0.0)})
+
+    def reset(self) -> Step:
+        self.episodes_started += 1
+        self.ring.reset()
+        self.ring.push(self.frame)
+        return self._step(first=True)
+
+    def step(self, action: np.ndarray | None) -> Step:
+        if action is not None:
+            self.pad.send(action)
+        self.frame = self.screen.grab()
+        self.ring.push(self.frame)
+        self.steps += 1
+        return self._step(last=self.steps % self.episode_steps == 0)
+
+    def idle(self) -> None:
+        self.pad.neutral()
+
+    def neutral(self) -> None:
+        self.pad.neutral()
+
+    def stats(self) -> dict[str, Any]:
+        return {"episodes_started": self.episodes_started}
+
+    def close(self) -> None:
+        self.pad.close()
+        self.closed = True
+
+
+class _Position:
+    def __init__(self, x: float, y: float):
+        self.x, self.y = x, y

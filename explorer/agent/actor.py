@@ -1,0 +1,230 @@
+"""Actors: observation in, stick values out.
+
+:class:`LearningActor` is the exploring agent's acting half: the policy plus
+time-correlated noise, warm-up sticks, action repeat, the stick range and the
+context input; it scores the novelty of what followed each action and hands the
+step to its adder (when it has one). It never trains: weights arrive through
+:meth:`LearningActor.set_weights` (or it shares the learner's model in one
+process). :class:`RandomActor` and :class:`FixedPolicyActor` are baselines and
+test parts; :class:`RecordedActor` replays the actions of a recorded session
+through a learning actor's scoring and adder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from explorer.agent.adder import NStepAdder
+from explorer.agent.context import Context
+from explorer.agent.networks import StickRange, split_outputs
+from explorer.agent.novelty import Novelty
+from explorer.config import LearnerConfig
+from explorer.core import ACTION_DIM, Step, stack_frames
+from explorer.files import read_json, write_json
+
+
+class LearningActor:
+    """Acts with the policy network and exploration noise; scores novelty; feeds its adder.
+
+    Args:
+      config: the learner section (noise, warm-up, action repeat, stick range, algorithm).
+      policy_net: ``(uint8[B, H, W, k*C], float32[B, ctx]) -> outputs`` Keras model. In one
+        process with an inline learner it is the learner's own model; otherwise a copy that
+        :meth:`set_weights` updates between decisions.
+      novelty: scores each step (its episodic memory follows this actor's episodes).
+      context: the context input, advanced here after each step.
+      obs_shape: ``(k, H, W, C)`` of observations.
+      adder: where steps go for learning; None acts and scores without storing (evaluation).
+      deterministic: act with ``tanh(mean)`` on the stick range, no noise and no warm-up
+        (evaluation).
+    """
+
+    def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
+                 obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False):
+        self.config = config
+        self.policy_net = policy_net
+        self.novelty = novelty
+        self.context = context
+        self.adder = adder
+        self.deterministic = deterministic
+        self.sticks = StickRange(config)
+        self._prior_offset = self.sticks.prior_offset(config.algo)
+        self.rng = np.random.default_rng(config.seed + 2)
+        self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
+        self.steps = 0
+        self.new_episode = True
+        self.held: np.ndarray | None = None  # the decision being held, and for how many steps it was returned
+        self.held_steps = 0
+        self.started = False  # the last act() made a new decision
+        self.last_ctx = context.value()
+        self.last_reward = 0.0
+        k, h, w, c = obs_shape
+        spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
+        self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
+
+    def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Ring frames to pre-tanh mean and log-std, in one compiled call."""
+        y = self.policy_net([stack_frames(obs)[None], ctx[None]], training=False) + self._prior_offset
+        mean, log_std = split_outputs(y, self.config.algo)
+        return mean[0], log_std[0]
+
+    def warm_up(self) -> None:
+        """Trace the compiled policy and novelty now, so nothing traces while a game runs."""
+        if not self.config.eager:
+            self._policy.get_concrete_function()
+        self.novelty.warm_up()
+
+    def set_weights(self, weights: list[np.ndarray]) -> None:
+        """Install new policy weights (call between two decisions, on the acting thread)."""
+        self.policy_net.set_weights(weights)
+
+    def policy(self, obs: tf.Tensor, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pre-tanh mean and log-std of the policy for ``obs`` (``uint8[k, H, W, C]``) in context ``ctx``."""
+        mean, log_std = self._policy(obs, tf.constant(ctx))
+        return mean.numpy(), log_std.numpy()
+
+    def act(self, step: Step) -> np.ndarray:
+        """``float32[4]`` stick values in [action_low, action_high], exploration noise included.
+
+        The policy decides every ``action_repeat`` steps; in between, the decision is held.
+        """
+        c = self.config
+        if self.new_episode:
+            self.context.reset()
+            self.held = None
+        self.last_ctx = self.context.value()
+        if self.held is not None and self.held_steps < c.action_repeat:
+            self.held_steps += 1
+            self.started = False
+            return self.held.copy()
+        if self.deterministic:
+            mean, _ = self.policy(step.obs, self.last_ctx)
+            a = np.tanh(mean)
+        else:
+            rho = c.noise_rho
+            self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
+            if self.steps < c.warmup_steps:
+                a = np.clip(self.noise + self.sticks.prior, -1.0, 1.0)
+            else:
+                mean, log_std = self.policy(step.obs, self.last_ctx)
+                if c.algo == "sac":
+                    a = np.tanh(mean + np.exp(log_std) * self.noise)
+                else:
+                    a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+        self.held, self.held_steps, self.started = self.sticks(a).astype(np.float32), 1, True
+        return self.held.copy()
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        """Score ``next_step``'s novelty, advance the context, and hand the step to the adder."""
+        ends = self.held_steps >= self.config.action_repeat
+        return self.record(step, action, next_step, starts=self.started, ends=ends)
+
+    def record(self, step: Step, action: Any, next_step: Step, starts: bool, ends: bool) -> dict[str, float]:
+        """:meth:`observe` with the decision boundaries given (a recorded session gives its own)."""
+        action = np.asarray(action, np.float32)
+        obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
+        if step.first:
+            self.context.reset()
+            self.novelty.reset(obs)
+        ctx = self.context.value()
+        reward = float(self.novelty.reward(obs, tf.constant(action), next_obs))
+        self.last_reward = reward
+        self.context.advance(action, reward)
+        if self.adder is not None:
+            self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_step.obs[-1].numpy(),
+                           first=step.first, last=next_step.last, starts=starts, ends=ends,
+                           ctx=ctx, next_ctx=self.context.value())
+        self.steps += 1
+        self.new_episode = next_step.last
+        return {"novelty": reward}
+
+    # -- checkpoint part
+    def save(self, directory: Path) -> None:
+        write_json(directory / "actor.json", {
+            "steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
+            "rng": self.rng.bit_generator.state, "context": self.context.state(),
+            "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps})
+
+    def restore(self, directory: Path) -> None:
+        s = read_json(directory / "actor.json")
+        self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]
+        self.noise = np.array(s["noise"], np.float32)
+        self.rng.bit_generator.state = s["rng"]
+        self.context.load(s["context"])
+        self.held = None if s["held"] is None else np.array(s["held"], np.float32)
+
+
+class RecordedActor:
+    """Replays a recorded session's actions through a learning actor's scoring and adder.
+
+    The env's steps carry the recorded action (``info["action"]``) and where decisions start
+    and end (``info["starts"]``, ``info["ends"]``).
+    """
+
+    def __init__(self, actor: LearningActor):
+        self.actor = actor
+
+    def act(self, step: Step) -> np.ndarray:
+        return np.asarray(step.info["action"], np.float32)
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        return self.actor.record(step, action, next_step, starts=bool(step.info["starts"]), ends=bool(step.info["ends"]))
+
+
+class RandomActor:
+    """Random sticks, held for ``sticky_steps`` steps (1: uniform every step): baselines.
+
+    With ``sticks`` the draw is moved by the stick range's prior and put on the range, as the
+    learning actor's warm-up sticks are: what the prior and the range do without learning.
+    """
+
+    def __init__(self, seed: int = 0, sticky_steps: int = 1, sticks: StickRange | None = None):
+        self.rng = np.random.default_rng(seed)
+        self.sticky_steps = sticky_steps
+        self.sticks = sticks
+        self._held = np.zeros(ACTION_DIM, np.float32)
+        self._age = sticky_steps
+
+    def act(self, step: Step) -> np.ndarray:
+        if self._age >= self.sticky_steps:
+            self._held = self.rng.uniform(-1.0, 1.0, ACTION_DIM).astype(np.float32)
+            self._age = 0
+        self._age += 1
+        if self.sticks is None:
+            return self._held.copy()
+        return self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0)).astype(np.float32)
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        return {}
+
+
+class FixedPolicyActor:
+    """Acts with a fixed Keras policy ``uint8[B, H, W, k*C] -> float32[B, 4]``; does not learn."""
+
+    def __init__(self, model: keras.Model, eager: bool = False):
+        self.model = model
+        self._act = self._forward if eager else tf.function(self._forward, reduce_retracing=True)
+
+    def _forward(self, obs: tf.Tensor) -> tf.Tensor:
+        return self.model(stack_frames(obs)[None], training=False)[0]
+
+    def act(self, step: Step) -> np.ndarray:
+        return self._act(tf.convert_to_tensor(step.obs)).numpy()
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        return {}
+
+
+class NoActor:
+    """A person plays (``record``): sends nothing, scores nothing."""
+
+    def act(self, step: Step) -> None:
+        return None
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        return {}

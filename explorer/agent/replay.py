@@ -1,0 +1,118 @@
+"""Replay: transitions over a ring of single uint8 frames, under a memory cap.
+
+Written by the adder (control thread), sampled by the learner (its own thread in
+live mode); a lock keeps each batch consistent. As a checkpoint part it saves
+itself to ``replay.npz``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from explorer.core import ACTION_DIM, stack_frames
+from explorer.files import read_json, write_json
+
+
+class Replay:
+    """Transitions over a ring of single ``uint8[H, W, C]`` frames, under a memory cap.
+
+    Each frame is stored once; a transition holds the global ids of its ``k``
+    observation frames and ``k`` next-observation frames (n steps later). A
+    transition whose frames were overwritten is never sampled.
+    """
+
+    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int):
+        self.frame_shape = tuple(frame_shape)
+        self.stack = stack
+        frame_bytes = int(np.prod(frame_shape))
+        #: frames kept, and transitions kept (one per frame pushed)
+        self.capacity = n = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
+        # Touch every page now: the whole memory cap is taken at the start, so a long run's
+        # memory stays flat instead of creeping up as the replay fills (and a cap the machine
+        # cannot hold fails at once, not an hour in).
+        self.frames = np.empty((n, *frame_shape), np.uint8)
+        self.frames.fill(0)
+        self.obs_ids = np.zeros((n, stack), np.int64)
+        self.next_ids = np.zeros((n, stack), np.int64)
+        self.action = np.zeros((n, ACTION_DIM), np.float32)
+        self.reward = np.zeros(n, np.float32)
+        self.discount = np.zeros(n, np.float32)
+        self.ctx = np.zeros((n, ctx_dim), np.float32)
+        self.next_ctx = np.zeros((n, ctx_dim), np.float32)
+        self.frames_written = 0
+        self.written = 0
+        self.rng = np.random.default_rng(seed)
+        # Live mode adds from the control thread and samples from the learner thread.
+        self.lock = threading.Lock()
+
+    def push_frame(self, frame: np.ndarray) -> int:
+        with self.lock:
+            self.frames[self.frames_written % self.capacity] = frame
+            self.frames_written += 1
+            return self.frames_written - 1
+
+    def add(self, obs_ids, action, reward, discount, next_ids, ctx, next_ctx) -> None:
+        with self.lock:
+            i = self.written % self.capacity
+            self.obs_ids[i], self.next_ids[i] = obs_ids, next_ids
+            self.action[i], self.reward[i], self.discount[i] = action, reward, discount
+            self.ctx[i], self.next_ctx[i] = ctx, next_ctx
+            self.written += 1
+
+    def __len__(self) -> int:
+        return min(self.written, self.capacity)
+
+    def _stacked(self, ids: np.ndarray) -> np.ndarray:
+        return stack_frames(self.frames[ids % self.capacity])  # [B, k, H, W, C] -> [B, H, W, k*C]
+
+    def sample(self, batch: int) -> dict[str, np.ndarray]:
+        with self.lock:
+            return self._sample(batch)
+
+    def _sample(self, batch: int) -> dict[str, np.ndarray]:
+        # A frame pushed after a transition was sampled may overwrite the oldest slot; the
+        # lock keeps the ids and the frames they point to consistent within one batch.
+        oldest = self.frames_written - self.capacity
+        idx = self.rng.integers(0, len(self), size=batch)
+        stale = self.obs_ids[idx, 0] < oldest
+        while stale.any():
+            idx[stale] = self.rng.integers(0, len(self), size=int(stale.sum()))
+            stale = self.obs_ids[idx, 0] < oldest
+        return {"obs": self._stacked(self.obs_ids[idx]), "action": self.action[idx], "reward": self.reward[idx],
+                "discount": self.discount[idx], "next_obs": self._stacked(self.next_ids[idx]),
+                "ctx": self.ctx[idx], "next_ctx": self.next_ctx[idx]}
+
+    def state(self) -> dict[str, np.ndarray]:
+        n = len(self)
+        return {"frames": self.frames[: min(self.frames_written, self.capacity)], "obs_ids": self.obs_ids[:n],
+                "next_ids": self.next_ids[:n], "action": self.action[:n], "reward": self.reward[:n],
+                "discount": self.discount[:n], "ctx": self.ctx[:n], "next_ctx": self.next_ctx[:n],
+                "counters": np.array([self.frames_written, self.written], np.int64)}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        self.frames_written, self.written = (int(x) for x in state["counters"])
+        self.frames[: len(state["frames"])] = state["frames"]
+        n = len(state["obs_ids"])
+        for key in ("obs_ids", "next_ids", "action", "reward", "discount", "ctx", "next_ctx"):
+            getattr(self, key)[:n] = state[key]
+
+    # -- checkpoint part
+    def save(self, directory: Path) -> None:
+        """Write ``replay.npz`` (transitions and frames) and ``sampler.json`` (the sampling RNG) into ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            tmp = directory / "replay.tmp.npz"
+            np.savez(tmp, **self.state())  # type: ignore[arg-type]
+            rng = self.rng.bit_generator.state
+        tmp.replace(directory / "replay.npz")
+        write_json(directory / "sampler.json", rng)
+
+    def restore(self, directory: Path) -> None:
+        with np.load(directory / "replay.npz", allow_pickle=False) as z:
+            state = dict(z)
+        rng = read_json(directory / "sampler.json")
+        self.load(state)
+        self.rng.bit_generator.state = rng

@@ -1,0 +1,168 @@
+"""The shared vocabulary every part speaks: steps, the action layout, frame stacking, pacing, protocols.
+
+Imports run one way: ``cli -> run -> {envs, agent} -> core``; ``envs`` and
+``agent`` never import each other, so whatever they share lives here.
+
+An **action** is ``float32[4]`` stick values in [-1, 1], in the order of
+:data:`AXES` (camera x, camera y, walk x, walk y). Positive y is up on the
+stick (forward for walk, look up for camera). :data:`NEUTRAL` is what every
+pad returns to on every way out.
+
+An **observation** is ``uint8[k, H, W, C]``: the newest ``k`` frames, oldest
+first, read from an env's frame ring. Networks take it stacked along
+channels, ``uint8[H, W, k*C]`` (:func:`stack_frames`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+#: the policy's stick axes, in action order
+AXES = ("camera_x", "camera_y", "walk_x", "walk_y")
+ACTION_DIM = len(AXES)
+#: sticks centred
+NEUTRAL = np.zeros(ACTION_DIM, np.float32)
+
+
+class ExplorerError(RuntimeError):
+    """A failure the user can fix; the command line prints its message on one line and exits 1."""
+
+
+class EndOfData(Exception):  # noqa: N818 (a signal, like StopIteration, not an error)
+    """Raised by :meth:`Env.reset` of a recorded env that has no more episodes."""
+
+
+def clamp(action: Any) -> np.ndarray:
+    """``float32[4]`` in [-1, 1]; NaN becomes 0 (neutral), so a bad value can never be sent."""
+    a = np.asarray(action, dtype=np.float32).reshape(-1)
+    if a.shape != (ACTION_DIM,):
+        raise ValueError(f"an action has {ACTION_DIM} axes {AXES}, got shape {np.shape(action)}")
+    return np.clip(np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
+
+
+def stack_frames(frames: Any) -> Any:
+    """``uint8[..., k, H, W, C]`` frames -> ``uint8[..., H, W, k*C]`` (frames along channels, oldest first).
+
+    The one place the stacking layout is defined. A numpy array stays numpy; anything else
+    (a ``tf.Tensor``, inside or outside a compiled function) is stacked with TensorFlow ops.
+    """
+    if isinstance(frames, np.ndarray):
+        *lead, k, h, w, c = frames.shape
+        moved = np.moveaxis(frames, -4, -2)  # [..., H, W, k, C]
+        return moved.reshape(*lead, h, w, k * c)
+    import tensorflow as tf
+
+    shape = tf.shape(frames)
+    rank = frames.shape.rank
+    perm = list(range(rank - 4)) + [rank - 3, rank - 2, rank - 4, rank - 1]
+    moved = tf.transpose(frames, perm)
+    return tf.reshape(moved, tf.concat([shape[:-4], shape[-3:-1], [shape[-4] * shape[-1]]], 0))
+
+
+class Pacer:
+    """A fixed tick: :meth:`wait` sleeps until the next multiple of ``period`` after :meth:`start`.
+
+    Ticks that were missed (the caller ran late) are skipped, not caught up, and counted in
+    ``missed``. ``stop``, when given, cuts a wait short (a stop request).
+    """
+
+    def __init__(self, hz: float, stop: threading.Event | None = None):
+        if hz <= 0:
+            raise ValueError(f"a tick rate must be positive, got {hz} Hz")
+        self.period = 1.0 / hz
+        self.stop = stop
+        self.missed = 0
+        self._next = time.monotonic()
+
+    def start(self) -> None:
+        self._next = time.monotonic()
+
+    def wait(self) -> None:
+        self._next += self.period
+        delay = self._next - time.monotonic()
+        if delay > 0:
+            if self.stop is not None:
+                self.stop.wait(delay)
+            else:
+                time.sleep(delay)
+        else:
+            missed = int(-delay / self.period)
+            self.missed += missed
+            self._next += missed * self.period
+
+
+@dataclass(frozen=True)
+class Step:
+    """What an env hands the driver after a reset or an action.
+
+    Attributes:
+      obs: ``uint8[k, H, W, C]`` (a ``tf.Tensor`` read from the env's frame ring), the newest
+        ``k`` frames, oldest first.
+      first: ``obs`` opens an episode (returned by :meth:`Env.reset`).
+      last: ``obs`` closes an episode; the driver resets the env next.
+      t: monotonic time the newest frame reached the ring, seconds.
+      info: what the env knows beyond the frames, for observers only (never an agent input):
+        a recorded action, the player's position, ...
+    """
+
+    obs: Any
+    first: bool = False
+    last: bool = False
+    t: float = 0.0
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A source of frames that takes actions: the built-in game, a live screen and pad, a recorded session."""
+
+    frame_shape: tuple[int, int, int]
+
+    def reset(self) -> Step:
+        """Begin the next episode; the returned step has ``first`` set."""
+
+    def step(self, action: np.ndarray | None) -> Step:
+        """Apply ``action`` (``float32[4]``; None: send nothing) and advance to the next observation."""
+
+    def idle(self) -> None:
+        """The driver is paused: hold the sticks neutral and keep the env alive (a short wait)."""
+
+    def neutral(self) -> None:
+        """Centre every stick and release every button, now (any thread)."""
+
+    def stats(self) -> dict[str, Any]:
+        """The env's own figures (rate, latency, dropped frames, ...)."""
+
+    def close(self) -> None:
+        """Neutral, then release everything the env holds."""
+
+
+@runtime_checkable
+class Actor(Protocol):
+    """Picks actions from observations and takes in what followed."""
+
+    def act(self, step: Step) -> np.ndarray | None:
+        """The action for ``step.obs`` (``float32[4]``), or None to send nothing."""
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        """``action`` taken on ``step`` led to ``next_step``; returns metrics (the novelty, ...)."""
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """Trains from replay, one update per :meth:`step`."""
+
+    def ready(self) -> bool:
+        """Replay holds enough to sample a batch."""
+
+    def step(self) -> dict[str, float]:
+        """Sample a batch and train once; returns the update's metrics."""
+
+    def get_weights(self) -> list[np.ndarray]:
+        """The acting policy's weights, for an actor's ``set_weights``."""

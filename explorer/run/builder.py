@@ -1,0 +1,98 @@
+"""The builder: the agent's parts made from the config, in one place.
+
+:func:`build_agent` makes the learning agent's novelty signal, context,
+replay, adder, learner and actor, wired as every mode uses them;
+:func:`build_actor` makes the actor ``run.agent`` names (the learning agent or
+a random baseline). Modes pick what they need from the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer.agent.actor import LearningActor, RandomActor
+from explorer.agent.adder import NStepAdder
+from explorer.agent.checkpoint import Checkpointer
+from explorer.agent.context import Context
+from explorer.agent.learner import Learner
+from explorer.agent.networks import StickRange, build_encoder, build_policy_net
+from explorer.agent.novelty import Novelty, make_novelty
+from explorer.agent.replay import Replay
+from explorer.config import Config
+from explorer.core import Actor
+
+
+@dataclass
+class Agent:
+    """The learning agent's parts."""
+
+    actor: LearningActor
+    learner: Learner
+    replay: Replay
+    adder: NStepAdder
+    novelty: Novelty
+    context: Context
+
+    def checkpointer(self, directory: str | Path) -> Checkpointer:
+        """Checkpoints of every part: networks, optimisers and novelty model (TensorFlow), actor, adder and replay."""
+        tf_items: dict[str, Any] = {**self.learner.checkpoint_items(), "novelty": self.novelty.checkpoint_items()}
+        import tensorflow as tf
+        tf_items["novelty"] = tf.train.Checkpoint(**tf_items["novelty"])
+        return Checkpointer(directory, tf_items, {"actor": self.actor, "adder": self.adder, "replay": self.replay})
+
+
+def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_copy: bool = False,
+                deterministic: bool = False) -> Agent:
+    """The learning agent for frames ``uint8[H, W, C]`` stacked ``observation.stack`` deep.
+
+    Args:
+      config: the merged config (``learner``, ``novelty``, ``observation``; ``game.episode_steps``
+        is the context's step horizon in every mode).
+      frame_shape: ``(H, W, C)``.
+      acting_copy: the actor acts with a copy of the policy network, updated only through
+        ``set_weights`` (a learner on another thread trains the original); otherwise it acts
+        with the learner's own network.
+      deterministic: the actor acts without noise or warm-up (evaluation).
+    """
+    lc, k = config.learner, config.observation.stack
+    h, w, c = (int(s) for s in frame_shape)
+    stacked = (h, w, k * c)
+    novelty = make_novelty(config.novelty, (h, w, c), k)
+    context = Context(lc.context, config.game.episode_steps)
+    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed)
+    learner = Learner(lc, stacked, context.dim, replay, novelty)
+    adder = NStepAdder(replay, lc.gamma, lc.n_step)
+    policy_net = learner.policy_net
+    if acting_copy:
+        encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
+        policy_net = build_policy_net(stacked, context.dim, lc, encoder)[1]
+        policy_net.set_weights(learner.get_weights())
+    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
+                          deterministic=deterministic)
+    actor.warm_up()
+    return Agent(actor, learner, replay, adder, novelty, context)
+
+
+def build_baseline(config: Config) -> Actor:
+    """The random baseline ``run.agent`` names: ``random`` (uniform sticks every step), ``sticky``
+    (held for ``run.sticky_steps``) or ``sticky_prior`` (held, moved by the prior, on the stick range)."""
+    run = config.run
+    if run.agent == "random":
+        return RandomActor(run.seed)
+    if run.agent == "sticky":
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps)
+    if run.agent == "sticky_prior":
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner))
+    raise ValueError(f"run.agent = {run.agent!r} is not a baseline")
+
+
+def seed_everything(seed: int, eager: bool = False) -> None:
+    """Seed Python, numpy and TensorFlow (``keras.utils.set_random_seed``); ``eager`` runs tf.functions eagerly."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(seed)
+    if eager:
+        tf.config.run_functions_eagerly(True)

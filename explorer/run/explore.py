@@ -1,0 +1,126 @@
+"""``explorer explore``: the built-in game, headless, the learning actor with an inline learner.
+
+The driver runs the game env; observers train (one update every
+``learner.update_every`` steps after the warm-up), measure coverage, log,
+record and checkpoint. The summary goes to ``<run>/summary.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from explorer.config import Config
+from explorer.core import Actor
+from explorer.run.driver import Driver, Transition
+from explorer.run.observers import Coverage, InlineTrainer, MetricsLog, open_recorder
+from explorer.run.rundir import RunDir
+
+
+def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
+            actor: Actor | None = None) -> dict[str, Any]:
+    """The main job: explore the built-in game headless; returns the run summary.
+
+    Args:
+      config: the merged config.
+      progress: show a progress bar.
+      run_path: an existing run directory to resume (its latest checkpoint).
+      actor: an actor to use instead of the one ``run.agent`` names (benchmarks of outside agents).
+    """
+    from explorer.run.builder import seed_everything
+
+    seed_everything(config.run.seed, eager=config.run.eager)
+    run = RunDir(config.run.dir, "explore", config, path=run_path)
+    try:
+        summary = _explore(config, run, progress, run_path, actor)
+    finally:
+        run.close()
+    return summary
+
+
+def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    from explorer.envs import make_game
+    from explorer.envs.doom import DoomEnv
+    from explorer.run.builder import build_agent, build_baseline
+    from explorer.run.plots import plot_trajectory
+
+    with ExitStack() as stack:
+        env = DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)
+        stack.callback(env.close)
+        agent = None
+        if actor is None:
+            if config.run.agent == "explorer":
+                agent = build_agent(config, env.frame_shape)
+                actor = agent.actor
+            else:
+                actor = build_baseline(config)
+        checkpointer = agent.checkpointer(run.path / "checkpoints") if agent is not None else None
+        start = 0
+        if run_path is not None and agent is not None and checkpointer is not None:
+            checkpointer.restore()
+            agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
+            start = agent.actor.steps
+            print(f"resumed {run.path} at step {start}", file=sys.stderr)
+
+        driver = Driver(env, actor)
+        done = [start]  # agent steps so far, over all resumptions
+
+        def count(t: Transition) -> None:
+            done[0] = start + t.index
+
+        driver.on_step(count)
+        if agent is not None:
+            driver.on_step(InlineTrainer(agent.learner, agent.actor, config.learner))
+        if checkpointer is not None:
+            every = config.learner.checkpoint_every
+
+            def save(t: Transition) -> None:
+                if every and done[0] % every == 0:
+                    checkpointer.save(done[0])
+
+            driver.on_step(save)
+        coverage = Coverage(lambda s: s.info["position"])
+        coverage.attach(driver)
+        bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
+        stack.callback(bar.close)
+        MetricsLog(run, config.run.log_every, lambda: done[0], coverage).attach(driver)
+        driver.on_step(lambda t: bar.update(1))
+        driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
+                                                    last20=f"{coverage.coverage.recent_mean():.1f}"))
+        recorder = open_recorder(config, run.path, source="game",
+                                 decisions=(lambda: agent.actor.started) if agent is not None else None)
+        if recorder is not None:
+            stack.callback(recorder.close)
+            recorder.attach(driver)
+
+        def final_checkpoint() -> None:
+            if checkpointer is not None and done[0] > start and not checkpointer.failed:
+                checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
+
+        stack.callback(final_checkpoint)  # runs before the env closes and the run directory is released
+        stats = driver.run(max_steps=max(config.run.steps - start, 0))
+
+    cov = coverage.coverage
+    if cov.episode_cells:
+        cov.end_episode()  # the unfinished last episode counts in the picture, not in last-20 means below
+        partial = cov.per_episode.pop()
+    else:
+        partial = 0
+    picture = plot_trajectory(cov, run.path / "trajectory.png",
+                              title=f"{config.game.scenario}, agent={config.run.agent}, {stats.steps} steps")
+    summary = {
+        "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
+        "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
+        "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
+        "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells),
+        "trajectory_png": str(picture), "loop": stats.summary(),
+        "session": str(recorder.path) if recorder is not None else None,
+        "checkpoint": checkpointer.latest if checkpointer is not None else None,
+        "updates": int(agent.learner.updates.numpy()) if agent is not None else 0,
+    }
+    run.write_summary(summary)
+    return summary

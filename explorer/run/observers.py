@@ -1,0 +1,155 @@
+"""Observers: what the modes attach to the driver (training, coverage, logging, recording).
+
+Each is a small object; ``attach(driver)`` registers its callbacks, or the
+object itself is the ``on_step`` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.config import Config, LearnerConfig
+from explorer.core import AXES, Learner, Step
+from explorer.run.coverage import Coverage as CellCoverage
+from explorer.run.driver import Driver, Transition
+from explorer.run.rundir import RunDir
+
+
+class InlineTrainer:
+    """One learner update every ``update_every`` agent steps once the actor is past its warm-up.
+
+    The update's metrics join the transition's, for the observers after it.
+    """
+
+    def __init__(self, learner: Learner, actor: Any, config: LearnerConfig):
+        self.learner = learner
+        self.actor = actor
+        self.config = config
+
+    def __call__(self, t: Transition) -> None:
+        c = self.config
+        if self.actor.steps >= c.warmup_steps and self.learner.ready() and self.actor.steps % c.update_every == 0:
+            t.metrics.update(self.learner.step())
+
+
+class Coverage:
+    """Map cells visited per episode, from a position ``where(step) -> (x, y)`` (measurement only).
+
+    Args:
+      where: the player's position in a step (``step.info["position"]`` for the built-in game).
+      every: add a position every this many steps (1: every step).
+    """
+
+    def __init__(self, where: Callable[[Step], Any], every: int = 1):
+        self.where = where
+        self.every = every
+        self.coverage = CellCoverage()
+
+    def _add(self, step: Step) -> None:
+        p = self.where(step)
+        self.coverage.add(p.x, p.y)
+
+    def attach(self, driver: Driver) -> None:
+        driver.on_reset(self._add)
+        driver.on_step(lambda t: self._add(t.next_step) if t.index % self.every == 0 else None)
+        driver.on_episode(self._end_episode)
+
+    def _end_episode(self, episodes: int) -> None:
+        self.coverage.end_episode()
+
+
+class MetricsLog:
+    """Means of the step metrics and action statistics every ``every`` steps, and each episode's cells,
+    to ``metrics.jsonl`` and TensorBoard.
+
+    Args:
+      run: the run directory.
+      every: agent steps between lines.
+      done: agent steps so far (over resumptions).
+      coverage: cells per episode, when the env reports positions.
+    """
+
+    def __init__(self, run: RunDir, every: int, done: Callable[[], int], coverage: Coverage | None = None):
+        self.run = run
+        self.every = every
+        self.done = done
+        self.coverage = coverage
+        self.window: dict[str, list[float]] = {}
+        self.actions: list[np.ndarray] = []
+
+    def attach(self, driver: Driver) -> None:
+        driver.on_step(self._step)
+        if self.coverage is not None:
+            driver.on_episode(self._episode)
+
+    def _step(self, t: Transition) -> None:
+        if t.action is not None:
+            self.actions.append(t.action)
+        for k, v in t.metrics.items():
+            self.window.setdefault(k, []).append(float(v))
+        step = self.done()
+        if step % self.every:
+            return
+        means = {k: float(np.mean(v)) for k, v in self.window.items()}
+        stats: dict[str, float] = {}
+        if self.actions:
+            a = np.stack(self.actions)
+            stats = {f"action/mean_{axis}": float(m) for axis, m in zip(AXES, a.mean(0), strict=True)}
+            stats |= {f"action/abs_{axis}": float(m) for axis, m in zip(AXES, np.abs(a).mean(0), strict=True)}
+        if self.coverage is not None:
+            stats["coverage/distinct_cells"] = len(self.coverage.coverage.all_cells)
+        self.run.log({"step": step, **means, **stats})
+        self.run.scalars(step, {**{f"learner/{k}": v for k, v in means.items()}, **stats})
+        self.window.clear()
+        self.actions.clear()
+
+    def _episode(self, n: int) -> None:
+        assert self.coverage is not None
+        cov = self.coverage.coverage
+        cells = cov.per_episode[-1]
+        self.run.log({"step": self.done(), "episode": n, "cells": cells})
+        self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
+
+
+class SessionRecorder:
+    """Records the run as a session: each episode's first frame, then every step's action and frame.
+
+    Writes happen on the recorder's own thread; the step costs a frame copy.
+    """
+
+    def __init__(self, path: Path, meta: dict[str, Any], chunk_frames: int, decisions: Callable[[], bool | None]):
+        from explorer.envs.recorder import LoopRecorder, Recorder
+
+        self.path = path
+        self.recorder = LoopRecorder(Recorder(path, meta, chunk_frames=chunk_frames))
+        self.decisions = decisions
+
+    def attach(self, driver: Driver) -> None:
+        driver.on_reset(lambda s: self.recorder.begin(s.obs[-1].numpy(), s.t))
+        driver.on_step(self._step)
+
+    def _step(self, t: Transition) -> None:
+        self.recorder.step(t.action, t.metrics.get("novelty"), t.next_step.obs[-1].numpy(), t.next_step.last,
+                           t.next_step.t, decision=self.decisions() if t.action is not None else None)
+
+    def close(self) -> dict[str, Any]:
+        return self.recorder.close()
+
+
+def open_recorder(config: Config, run_path: Path, source: str, decisions: Callable[[], bool] | None = None,
+                  **meta: Any) -> SessionRecorder | None:
+    """A :class:`SessionRecorder` writing under ``record.dir`` (None when not recording).
+
+    ``decisions()``: whether the action just taken was a new decision (a learning actor's
+    ``started``); None records no decision flags (every step is then a decision).
+    """
+    if not config.record.dir:
+        return None
+    path = Path(config.record.dir) / run_path.name
+    info = {"source": source, "run_dir": str(run_path), "config": config.to_dict(),
+            "episode_steps": config.game.episode_steps, **meta}
+    return SessionRecorder(path, info, config.record.chunk_frames, decisions or (lambda: None))

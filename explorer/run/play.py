@@ -1,0 +1,156 @@
+"""``explorer play``: live, in real time, on a captured screen and a virtual pad.
+
+The env is the live screen (capture thread, ring, pad, watchdog, fixed tick);
+the actor is the learning actor with its own copy of the policy; a learner
+thread trains beside it and publishes weights, which the actor installs
+between decisions. With ``with_game`` the built-in game runs in a visible
+real-time window (the Linux test bed) and its pad bridge takes the actions.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.config import Config
+from explorer.core import Actor
+from explorer.envs.pad import Pad
+from explorer.run.driver import Controls, Driver, Transition
+from explorer.run.observers import Coverage, open_recorder
+from explorer.run.rundir import RunDir
+
+
+def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls: Controls | None = None,
+         countdown_s: float | None = None, with_game: bool = False, resume: str | Path | None = None,
+         actor: Actor | None = None, screen: Any = None) -> dict[str, Any]:
+    """Live mode: capture thread -> ring -> actor -> pad at ``control.hz``; returns the run summary.
+
+    Args:
+      config: the merged config.
+      dry_run: capture and act, but send nothing to a pad.
+      pad: the pad to drive (default: ``pad.backend``, or the game's bridge with ``with_game``).
+      controls: stop/pause switches (default: new ones, wired to the hotkeys).
+      countdown_s: seconds to wait before acting (default ``control.countdown_s``).
+      with_game: start the built-in game in a visible real-time window and capture it.
+      resume: a run directory (explore, play or replay) whose latest checkpoint to start from.
+      actor: an actor to use instead of the learning agent (tests, benchmarks).
+      screen: a screen to capture instead of the configured one (tests).
+    """
+    from explorer.envs.live import LiveEnv
+    from explorer.envs.pad import make_pad
+    from explorer.envs.screen import MssScreen, focus_check
+    from explorer.run.builder import build_agent, seed_everything
+    from explorer.run.safety import Hotkeys, countdown
+
+    seed_everything(config.run.seed)
+    game = None
+    checks: list[Any] = []
+    with ExitStack() as stack:
+        if with_game:
+            from explorer.envs import make_game
+            from explorer.envs.vizdoom import DoomPad
+            game = make_game(config)
+            stack.callback(game.close)
+            checks.append(game.check)
+            _wait_for_window(config.capture.window_title if config.capture.source == "window" else "")
+            if pad is None and not dry_run:
+                pad = DoomPad(game)
+        screen = screen if screen is not None else MssScreen(config.capture, config.observation)
+        run = RunDir(config.run.dir, "play", config)
+        stack.callback(run.close)
+        agent = None
+        threaded = None
+        if actor is None:
+            from explorer.agent.threaded import ThreadedLearner
+
+            agent = build_agent(config, tuple(screen.shape), acting_copy=True)
+            actor = learning = agent.actor
+            checkpointer = agent.checkpointer(run.path / "checkpoints")
+            if resume is not None:
+                agent.checkpointer(Path(resume) / "checkpoints").restore()
+                learning.new_episode = True  # whatever the game is doing now, it is not where that run stopped
+                learning.set_weights(agent.learner.get_weights())
+            threaded = ThreadedLearner(agent.learner, config.learner,
+                                       ready=lambda: learning.steps >= config.learner.warmup_steps)
+            # Registered before the env, so the env (and its pad) closes first, on every way out.
+            stack.callback(_keep_what_was_learned(threaded, checkpointer, learning))
+        pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
+        controls = controls or Controls()
+        env = LiveEnv(screen, pad, stack=config.observation.stack, ring_capacity=config.ring.capacity,
+                      capture_fps=config.capture.fps, hz=config.control.hz, blank_s=config.capture.blank_seconds,
+                      stall_s=config.capture.stall_seconds, watchdog_s=config.control.watchdog_ticks / config.control.hz,
+                      checks=checks, stop=controls.stop)
+        stack.callback(env.close)
+        driver = Driver(env, actor, controls, hold=focus_check(config.capture.window_title)
+                        if config.control.pause_unfocused and config.capture.source == "window" else None)
+        if threaded is not None:
+            live_learner, acting = threaded.start(), actor
+            driver.before_act(lambda: live_learner.sync(acting))
+        hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
+        stack.callback(hotkeys.stop)
+        if not hotkeys.available:
+            print(f"explorer: stop/pause keys off: {hotkeys.reason}; Ctrl-C stops", file=sys.stderr)
+        coverage = None
+        if game is not None:
+            live_game = game
+            coverage = Coverage(lambda s: live_game.position(), every=10)
+            coverage.attach(driver)
+        region = screen.region.as_mss() if isinstance(screen, MssScreen) else None
+        recorder = open_recorder(config, run.path, source="game" if game is not None else "screen",
+                                 decisions=(lambda: agent.actor.started) if agent is not None else None, region=region)
+        if recorder is not None:
+            stack.callback(recorder.close)
+            recorder.attach(driver)
+        if threaded is not None:
+            metrics_from = threaded
+
+            def learner_metrics(t: Transition) -> None:
+                t.metrics.update(metrics_from.metrics)
+
+            driver.on_step(learner_metrics)
+        wait = config.control.countdown_s if countdown_s is None else countdown_s
+        if not countdown(wait, controls):
+            raise KeyboardInterrupt
+        stats = driver.run(max_seconds=config.control.max_seconds or None)
+        summary: dict[str, Any] = {
+            "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": env.capture.achieved_fps(),
+            "region": region, "loop": stats.summary(),
+            "finished": time.time(), "session": str(recorder.path) if recorder is not None else None}
+        if threaded is not None:
+            summary["learner"] = threaded.stats()
+        if game is not None and coverage is not None:
+            path = np.asarray(coverage.coverage.path)
+            summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.coverage.all_cells),
+                               "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
+        run.write_summary(summary)
+    return summary
+
+
+def _keep_what_was_learned(threaded: Any, checkpointer: Any, actor: Any) -> Any:
+    def keep() -> None:
+        # Registered after the env, so it runs before the env closes, on every way out.
+        threaded.stop()
+        if actor.steps:
+            checkpointer.save(actor.steps)
+    return keep
+
+
+def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:
+    """Wait until a window with ``title`` is on screen (a game takes a moment to open it)."""
+    if not title:
+        return
+    from explorer.envs.screen import ScreenError, find_window
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            find_window(title)
+            return
+        except ScreenError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -1,0 +1,111 @@
+"""``explorer record``: record the screen while a person plays; nothing is sent to a pad.
+
+The driver runs the live env with a pad that sends nothing and an actor that
+acts not at all; the recorder observer stores a frame every tick. Actions are
+stored as unknown (NaN) and rewards as not computed; the whole recording is
+one episode.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from explorer.agent.actor import NoActor
+from explorer.config import Config
+from explorer.envs.session import Session
+from explorer.run.driver import Controls, Driver
+from explorer.run.observers import SessionRecorder
+from explorer.run.rundir import timestamped_path
+
+
+def new_session_path(parent: str | Path, name: str) -> Path:
+    """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists."""
+    return timestamped_path(parent, name)
+
+
+@contextmanager
+def stop_on_signals(controls: Controls) -> Iterator[None]:
+    """Ctrl-C and SIGTERM request a stop (so the session closes cleanly) instead of raising mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        controls.request_stop("stop")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def record_screen(config: Config, out: str | Path, seconds: float | None = None, hz: float | None = None,
+                  screen: Any = None, stop: threading.Event | None = None, name: str = "record",
+                  chunk_frames: int = 64, path: str | Path | None = None, announce: bool = False) -> dict[str, Any]:
+    """Record the screen while a person plays: capture thread -> ring -> a frame every tick -> session.
+
+    Args:
+      config: the merged config.
+      out: parent folder of the session directory.
+      seconds: stop after this long (None: until ``stop`` or Ctrl-C/SIGTERM).
+      hz: frames recorded per second (default ``config.control.hz``).
+      screen: a screen (default: ``MssScreen`` on the configured capture).
+      stop: set it to stop (Ctrl-C and SIGTERM stop too, from the main thread).
+      name: suffix of the session directory name.
+      chunk_frames: frames per chunk file.
+      path: the session directory itself (overrides ``out`` and ``name``).
+      announce: print the session path and how to stop, on stderr.
+
+    Returns:
+      A summary: ``path``, ``steps``, ``duration_s``, ``hz``, ``frame_shape``, ``stopped_by``, ``health``.
+    """
+    from explorer.envs.live import LiveEnv
+    from explorer.envs.pad import NullPad
+    from explorer.envs.screen import MssScreen
+
+    hz = hz or config.control.hz
+    screen = screen if screen is not None else MssScreen(config.capture, config.observation)
+    region = screen.region.as_mss() if isinstance(screen, MssScreen) else None
+    path = Path(path) if path is not None else new_session_path(out, name)
+    meta = {"source": "screen", "mode": "record", "config": config.to_dict(), "frame_shape": list(screen.shape),
+            "region": region, "hz": hz, "capture_fps": config.capture.fps,
+            "actions": "none (a person played; nothing was sent to a pad)"}
+    controls = Controls()
+    if stop is not None:  # an outside stop event, watched by a thread that forwards it
+        def forward() -> None:
+            stop.wait()
+            controls.request_stop("stop")
+
+        threading.Thread(target=forward, name="record-stop", daemon=True).start()
+    env = LiveEnv(screen, NullPad(), stack=1, ring_capacity=max(config.ring.capacity, 2), capture_fps=config.capture.fps,
+                  hz=hz, blank_s=config.capture.blank_seconds, stall_s=config.capture.stall_seconds, stop=controls.stop)
+    recorder = SessionRecorder(path, meta, chunk_frames, decisions=lambda: None)
+    if announce:
+        print(f"recording {path} at {hz:g} Hz; Ctrl-C stops", file=sys.stderr)
+    driver = Driver(env, NoActor(), controls)
+    recorder.attach(driver)
+    try:
+        with stop_on_signals(controls):
+            stats = driver.run(max_seconds=seconds)
+    finally:
+        try:
+            recorder.close()
+        finally:
+            env.close()
+            screen.close()
+    session = Session(path)
+    health = session.health()
+    return {"path": str(path), "steps": session.steps, "duration_s": session.duration_s,
+            "hz": (session.steps - 1) / session.duration_s if session.duration_s > 0 else 0.0,
+            "target_hz": hz, "frame_shape": list(session.frame_shape or screen.shape), "stopped_by": stats.stopped_by,
+            "health": health.summary(), "capture_fps": env.capture.achieved_fps()}

@@ -1,0 +1,242 @@
+"""``explorer replay``: learn from recorded sessions with no game running, or evaluate a checkpoint on them.
+
+Both run the driver on a :class:`~explorer.envs.session.SessionEnv`:
+
+- **training**: the learning actor replays the recorded actions (and the recorded decision
+  boundaries) through its novelty scoring, context and adder, exactly as it would have
+  live, and an inline learner trains on its schedule;
+- **evaluation**: a deterministic actor from a checkpoint acts on the recorded frames; its
+  context follows what was recorded (the recorded action where known), so it sees the
+  input it would have seen in the run that recorded the session; its actions are compared
+  with the recorded ones and the novelty of the frames is plotted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.agent.actor import LearningActor, RecordedActor
+from explorer.config import Config
+from explorer.core import AXES, Step
+from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
+from explorer.run.driver import Driver, Transition
+from explorer.run.observers import InlineTrainer
+from explorer.run.plots import plot_actions, plot_history, plot_novelty
+
+
+def _needs_actions(sessions: Sequence[Session]) -> None:
+    missing = [str(s.path) for s in sessions if not s.has_actions]
+    if missing:
+        raise SessionError(f"{', '.join(missing)}: no recorded actions (a person played; the stick values are unknown), "
+                           "so there is nothing to learn Q(obs, action) from; replay sessions recorded by the agent")
+
+
+def frame_shape(sessions: Sequence[Session]) -> tuple[int, int, int]:
+    for s in sessions:
+        if s.frame_shape is not None:
+            return tuple(int(x) for x in s.frame_shape)  # type: ignore[return-value]
+    raise SessionError(f"no frames in {', '.join(str(s.path) for s in sessions)}")
+
+
+def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_path: str | Path, epochs: int = 1,
+                 max_steps: int | None = None, checkpoint_every: int = 0, progress: bool = False,
+                 log: Callable[[dict[str, Any]], None] | None = None, agent: Any = None) -> dict[str, Any]:
+    """Replay recorded transitions through the learning agent (no game); log, checkpoint and plot.
+
+    Novelty is what the agent computes from the recorded frames; the recorded reward is not used.
+
+    Args:
+      config: the merged config.
+      sessions: session paths (or open sessions), one frame shape.
+      run_path: the run directory; gets ``tb/`` (TensorBoard), ``checkpoints/``, ``training.png``.
+      epochs: passes over the sessions.
+      max_steps: stop after this many transitions.
+      checkpoint_every: also checkpoint every this many transitions (0: only at the end).
+      progress: show a progress bar.
+      log: also called with each metrics record (e.g. ``RunDir.log``).
+      agent: the learning agent to train (:func:`explorer.run.builder.build_agent`; default: a new one).
+
+    Returns:
+      A summary: ``transitions``, ``updates`` (transitions that trained), ``seconds``, ``checkpoint``, ``plot``, ``tensorboard``.
+    """
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    from explorer.run.builder import build_agent
+
+    sessions = open_sessions(sessions)
+    _needs_actions(sessions)
+    run_path = Path(run_path)
+    run_path.mkdir(parents=True, exist_ok=True)
+    agent = agent or build_agent(config, frame_shape(sessions))
+    checkpointer = agent.checkpointer(run_path / "checkpoints")
+    trainer = InlineTrainer(agent.learner, agent.actor, config.learner)
+    writer = tf.summary.create_file_writer(str(run_path / "tb"))
+    total = sum(s.steps for s in sessions) * epochs
+    bar = tqdm(total=max_steps or total, disable=not progress, unit="step", dynamic_ncols=True)
+    history: dict[str, list[tuple[int, float]]] = {}
+    window: dict[str, list[float]] = {}
+    counts = {"steps": 0, "updates": 0}
+    log_every = config.run.log_every
+    t0 = time.monotonic()
+
+    def on_step(t: Transition) -> None:
+        counts["steps"] += 1
+        counts["updates"] += "critic_loss" in t.metrics
+        for k, v in t.metrics.items():
+            window.setdefault(k, []).append(float(v))
+        if counts["steps"] % log_every == 0:
+            record = _flush_metrics(window, history, counts["steps"])
+            if log is not None:
+                log(record)
+        if checkpoint_every and counts["steps"] % checkpoint_every == 0:
+            checkpointer.save(counts["steps"])
+        bar.update(1)
+
+    with writer.as_default():
+        try:
+            for _ in range(epochs):
+                left = None if max_steps is None else max_steps - counts["steps"]
+                if left is not None and left <= 0:
+                    break
+                env = SessionEnv(sessions, config.observation.stack, config.ring.capacity)
+                driver = Driver(env, RecordedActor(agent.actor))
+                driver.on_step(trainer)
+                driver.on_step(on_step)
+                driver.run(max_steps=left)
+        finally:
+            bar.close()
+            if window:
+                record = _flush_metrics(window, history, counts["steps"])
+                if log is not None:
+                    log(record)
+            writer.close()
+    step = counts["steps"]
+    if step == 0:
+        raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
+    if not (checkpoint_every and step % checkpoint_every == 0):
+        checkpointer.save(step)
+    plot = plot_history(history, run_path / "training.png", f"replay of {len(sessions)} session(s), {step} transitions")
+    return {"transitions": step, "updates": counts["updates"],
+            "seconds": round(time.monotonic() - t0, 2), "checkpoint": str(checkpointer.latest), "plot": str(plot),
+            "tensorboard": str(run_path / "tb"), "final_metrics": {k: v[-1][1] for k, v in history.items()}}
+
+
+def _flush_metrics(window: dict[str, list[float]], history: dict[str, list[tuple[int, float]]], step: int) -> dict[str, Any]:
+    import tensorflow as tf
+
+    record: dict[str, Any] = {"step": step}
+    for k, values in window.items():
+        if values:
+            mean = float(np.mean(values))
+            tf.summary.scalar(k, mean, step=step)
+            history.setdefault(k, []).append((step, mean))
+            record[k] = mean
+    window.clear()
+    return record
+
+
+class EvaluationActor:
+    """A deterministic learning actor on recorded frames, its context following the recorded actions.
+
+    Where an action was recorded, the context takes it as the previous action (it is what
+    happened); where none was (a person played), the actor's own.
+    """
+
+    def __init__(self, actor: LearningActor):
+        self.actor = actor
+
+    def act(self, step: Step) -> np.ndarray:
+        return self.actor.act(step)
+
+    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
+        recorded = np.asarray(step.info["action"], np.float32)
+        taken = recorded if np.isfinite(recorded).all() else action
+        return self.actor.record(step, taken, next_step, starts=True, ends=True)
+
+
+def restore_checkpoint(agent: Any, checkpoint: Path) -> int:
+    """Restore a run directory's latest checkpoint, or one checkpoint (``<run>/checkpoints/learner-N``)."""
+    if (checkpoint / "checkpoints").is_dir():
+        return agent.checkpointer(checkpoint / "checkpoints").restore()
+    return agent.checkpointer(checkpoint.parent).restore(str(checkpoint))
+
+
+def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoint: str | Path,
+             run_path: str | Path) -> dict[str, Any]:
+    """Run a checkpoint's deterministic policy over recorded sessions: novelty over time and its actions
+    against the recorded ones.
+
+    Returns:
+      The summary written to ``<run_path>/evaluation.json`` (``evaluation.npz``, ``tb/``,
+      ``novelty.png`` and ``actions.png`` beside it).
+    """
+    from explorer.run.builder import build_agent
+
+    sessions = open_sessions(sessions)
+    agent = build_agent(config, frame_shape(sessions), deterministic=True)
+    restore_checkpoint(agent, Path(checkpoint))
+    agent.actor.new_episode = True
+    return evaluate_actor(config, sessions, EvaluationActor(agent.actor), run_path)
+
+
+def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_path: str | Path) -> dict[str, Any]:
+    """The evaluation loop and its figures, for any actor whose ``observe`` scores novelty."""
+    import tensorflow as tf
+
+    run_path = Path(run_path)
+    run_path.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list[Any]] = {"policy": [], "recorded": [], "reward": [], "novelty": [], "first": []}
+
+    def on_step(t: Transition) -> None:
+        assert t.action is not None
+        rows["policy"].append(t.action)
+        rows["recorded"].append(np.asarray(t.step.info["action"], np.float32))
+        rows["reward"].append(t.step.info["reward"])
+        rows["first"].append(t.step.first)
+        if "novelty" in t.metrics:
+            rows["novelty"].append(t.metrics["novelty"])
+
+    driver = Driver(SessionEnv(sessions, config.observation.stack, config.ring.capacity), actor)
+    driver.on_step(on_step)
+    driver.run()
+    if not rows["policy"]:
+        raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
+    pa, ra = np.stack(rows["policy"]), np.stack(rows["recorded"])
+    rr = np.asarray(rows["reward"], np.float32)
+    nov = np.asarray(rows["novelty"], np.float32)
+    firsts = np.asarray(rows["first"])
+    known = ~np.isnan(ra).any(axis=1)
+    summary: dict[str, Any] = {"transitions": len(pa), "sessions": [str(s.path) for s in sessions],
+                               "policy_action_mean": dict(zip(AXES, pa.mean(0).tolist(), strict=True)),
+                               "policy_action_std": dict(zip(AXES, pa.std(0).tolist(), strict=True)),
+                               "recorded_actions": int(known.sum())}
+    if known.any():
+        err = pa[known] - ra[known]
+        summary["action_mse"] = dict(zip(AXES, np.mean(err**2, 0).tolist(), strict=True))
+        summary["action_sign_agreement"] = dict(zip(AXES, np.mean(np.sign(pa[known]) == np.sign(ra[known]), 0).tolist(), strict=True))
+    if np.isfinite(rr).any():
+        summary["recorded_reward_mean"] = float(np.nanmean(rr))
+    if len(nov):
+        summary["novelty_mean"] = float(nov.mean())
+        summary["novelty_last_100_mean"] = float(nov[-100:].mean())
+    writer = tf.summary.create_file_writer(str(run_path / "tb"))
+    with writer.as_default():
+        for i in range(len(pa)):
+            if len(nov):
+                tf.summary.scalar("eval/novelty", nov[i], step=i)
+            if known[i]:
+                tf.summary.scalar("eval/action_mse", float(np.mean((pa[i] - ra[i]) ** 2)), step=i)
+    writer.close()
+    np.savez(run_path / "evaluation.npz", policy_action=pa, recorded_action=ra, recorded_reward=rr, novelty=nov,
+             first=firsts)
+    summary["novelty_png"] = str(plot_novelty(nov, rr, firsts, run_path / "novelty.png"))
+    summary["actions_png"] = str(plot_actions(pa, ra, run_path / "actions.png"))
+    (run_path / "evaluation.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
