@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
     _common(p)
+    p.add_argument("--report", metavar="FILE", help="also write the checks, with versions and settings, to FILE "
+                   "(attach it to a bug report)")
 
     from explorer.sessions_cli import add_parsers
     add_parsers(sub, _common)
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_play(args)
         if args.command == "doctor":
             from explorer.doctor import run_doctor
-            return run_doctor(load_config(args, []))
+            return run_doctor(load_config(args, []), report=args.report)
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args))
     except ConfigError as err:
