@@ -134,7 +134,8 @@ class FakeDesktop:
         """Make explorer see this desktop: Windows, its DLLs, winreg and the Windows-only packages."""
         from explorer import winapi
         monkeypatch.setattr(winapi, "is_windows", lambda: True)
-        monkeypatch.setattr(winapi, "windll", lambda: FakeWindll(self))
+        self.windll = FakeWindll(self)
+        monkeypatch.setattr(winapi, "windll", lambda: self.windll)
         monkeypatch.setattr(winapi, "registry", lambda: FakeWinreg(self))
         monkeypatch.setattr(winapi, "_state", {})
         monkeypatch.setitem(sys.modules, "pywinctl", fake_pywinctl(self))
@@ -231,17 +232,24 @@ class _Dll:
     def __init__(self, impl: Any):
         self._impl = impl
         self._functions: dict[str, _Function] = {}
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def __getattr__(self, name: str) -> _Function:
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self._functions:
-            self._functions[name] = _Function(getattr(self._impl, name))  # AttributeError when absent
+            fn = getattr(self._impl, name)  # AttributeError when absent
+
+            def call(*args: Any, _name: str = name, _fn: Any = fn) -> Any:
+                self.calls.append((_name, args))
+                return _fn(*args)
+
+            self._functions[name] = _Function(call)
         return self._functions[name]
 
 
 class FakeWindll:
-    """``ctypes.windll`` with user32, shcore and xinput1_4."""
+    """``ctypes.windll`` with user32, shcore and xinput1_4 (each keeps its ``calls``)."""
 
     def __init__(self, desktop: FakeDesktop):
         self.user32 = _Dll(_User32(desktop))
