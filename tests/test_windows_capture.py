@@ -265,3 +265,21 @@ def test_focus_is_the_game_window_by_handle(monkeypatch):
     assert focused() is True
     monkeypatch.setattr(winapi, "is_windows", lambda: False)
     assert focus_check(GAME) is None
+
+
+def test_a_still_game_does_not_stall_the_live_clock(monkeypatch):
+    """The real capture thread and live clock over dxcam: the picture stays the same for longer than
+    capture.stall_seconds (a paused game), and the run goes on; only the first frame enters the ring."""
+    from explorer.loop import LiveClock
+    _desktop(ONE_AT_100, (100, 80, 640, 480)).install(monkeypatch)
+    screen = DxcamScreen(_config().capture, _config().observation)
+    ring = FrameRing(8, screen.shape)
+    capture = CaptureThread(screen, ring, fps=60)
+    clock = LiveClock(capture, ring, hz=20, stall_s=0.5)
+    clock.begin()
+    try:
+        for _ in range(30):  # 1.5 s of ticks, three times the stall limit
+            clock.tick()
+    finally:
+        clock.end()
+    assert ring.written == 1 and capture.grabs == 1 and capture.unchanged > 30
