@@ -33,9 +33,28 @@ def is_windows() -> bool:
     return sys.platform == "win32"
 
 
+class _Dlls:
+    """DLLs loaded for explorer alone, by attribute (``user32``, ``shcore``, ``xinput1_4``).
+
+    Private handles rather than the shared ``ctypes.windll``: the ``restype``
+    and ``argtypes`` set here must not change what other packages get from
+    the same functions.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        dll = ctypes.WinDLL(name)  # type: ignore[attr-defined,unused-ignore]  # OSError when absent
+        setattr(self, name, dll)
+        return dll
+
+
+_dlls = _Dlls()
+
+
 def windll() -> Any:
-    """``ctypes.windll`` (user32, shcore, xinput1_4)."""
-    return ctypes.windll  # type: ignore[attr-defined,unused-ignore]
+    """The Windows DLLs explorer calls: ``windll().user32``, ``.shcore``, ``.xinput1_4``, like ``ctypes.windll``."""
+    return _dlls
 
 
 def registry() -> Any:
