@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
+from explorer import winapi
 from explorer.config import Config
 
 PACKAGES = ("explorer", "tensorflow", "keras", "numpy", "pillow", "mss", "dxcam", "comtypes", "vgamepad",
@@ -65,7 +66,6 @@ def _check(name: str, fn: Callable[[], str], required: bool = True) -> Check:
 
 
 def _windows() -> bool:
-    from explorer import winapi
     return winapi.is_windows()
 
 
@@ -113,7 +113,6 @@ def check_scaling() -> str:
     """Windows: the process is per-monitor DPI-aware, so rectangles and grabs agree at any scaling."""
     if not _windows():
         raise NotHere("Windows only (X11 has no per-process display scaling)")
-    from explorer import winapi
     awareness = winapi.make_dpi_aware()
     scales, listed = [], []
     for i, m in enumerate(monitors()[1:], 1):
@@ -157,7 +156,6 @@ def check_focus(config: Config) -> str:
         raise NotHere("Windows only")
     if config.capture.source != "window":
         raise NotHere("capture.source is not 'window'")
-    from explorer import winapi
     from explorer.screen import locate_window
     winapi.make_dpi_aware()
     window = locate_window(config.capture.window_title)
@@ -173,7 +171,6 @@ def check_focus(config: Config) -> str:
 def check_vigembus() -> str:
     if not _windows():
         raise NotHere("Windows only (Linux uses /dev/uinput)")
-    from explorer import winapi
     installer = winapi.vigembus_installer()
     get = f"{installer}, or {winapi.VIGEMBUS_URL}" if installer is not None else winapi.VIGEMBUS_URL
     driver = winapi.vigembus()
@@ -209,7 +206,6 @@ def check_pad(config: Config) -> str:
 
 def _check_pad_windows(config: Config) -> str:
     """Plug a pad in, see XInput (what games read) report it and a stick value, centre it, unplug it."""
-    from explorer import winapi
     from explorer.pad import VGamepadPad
     before = set(winapi.xinput_pads())
     try:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from PIL import Image
 
+from explorer import winapi
 from explorer.config import CaptureConfig, ObservationConfig
 from explorer.ring import FrameRing
 
@@ -117,7 +118,6 @@ class Window:
 
 
 def _on_linux() -> bool:
-    from explorer import winapi
     return sys.platform.startswith("linux") and not winapi.is_windows()
 
 
@@ -127,7 +127,6 @@ def dpi_aware() -> str:
     Called before any window lookup or capture, so that window rectangles and
     grabs share physical pixels at any display scaling.
     """
-    from explorer import winapi
     return winapi.make_dpi_aware() if winapi.is_windows() else ""
 
 
@@ -217,7 +216,6 @@ def focus_check(title: str) -> Callable[[], bool] | None:
     be found, by title. The answer is refreshed at most every 0.2 s, so calling
     it every tick costs nothing.
     """
-    from explorer import winapi
     if not winapi.is_windows() or not title:
         return None
     winapi.make_dpi_aware()
@@ -349,7 +347,6 @@ def resolve_region(capture: CaptureConfig, monitors: list[dict[str, int]]) -> tu
 
 
 def _mss_blank_hint() -> str:
-    from explorer import winapi
     if winapi.is_windows():
         return ("mss (GDI) grabs many DirectX and full-screen games as black: run the game in borderless windowed "
                 "mode, or set capture.backend = \"dxcam\"")
@@ -417,7 +414,6 @@ def choose_backend(setting: str) -> tuple[str, str]:
     Raises:
       ScreenError: "dxcam" asked for where it cannot run or is not installed.
     """
-    from explorer import winapi
     windows = winapi.is_windows()
     installed = importlib.util.find_spec("dxcam") is not None
     if setting == "mss":
