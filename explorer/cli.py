@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check TensorFlow, the game, capture, the pad driver and the display")
     _common(p)
+    p.add_argument("--report", metavar="FILE", help="also write the checks, with versions and settings, to FILE "
+                   "(attach it to a bug report)")
     p.set_defaults(handler=cmd_doctor)
     return parser
 
@@ -254,7 +256,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from explorer.run.doctor import run_doctor
 
-    return run_doctor(load_config(args, []))
+    return run_doctor(load_config(args, []), report=args.report)
 
 
 if __name__ == "__main__":

@@ -32,19 +32,32 @@ class _Section(BaseModel):
 
 
 class CaptureConfig(_Section):
-    """Where live frames come from."""
+    """Where live frames come from.
+
+    Coordinates are physical pixels of the whole desktop: the primary monitor's
+    top-left corner is 0,0, and monitors left of or above it have negative
+    coordinates. On Windows the process is made DPI-aware first, so display
+    scaling (125 %, 150 %) does not change them.
+    """
 
     source: Literal["region", "monitor", "window"] = Field(
         "region", description="region: left/top/width/height; monitor: a whole monitor; window: a window found by title")
-    left: int = Field(0, description="region left edge, screen pixels")
-    top: int = Field(0, description="region top edge, screen pixels")
+    backend: Literal["auto", "mss", "dxcam"] = Field(
+        "auto", description="auto: dxcam on Windows when it is installed, else mss; mss: GDI/X11 screen grabs (any OS; "
+        "DirectX and full-screen games may grab black); dxcam: Windows Desktop Duplication (DirectX-safe, one monitor)")
+    left: int = Field(0, description="region left edge, desktop pixels (negative left of the primary monitor)")
+    top: int = Field(0, description="region top edge, desktop pixels (negative above the primary monitor)")
     width: int = Field(256, gt=0, description="region width, screen pixels")
     height: int = Field(256, gt=0, description="region height, screen pixels")
-    monitor: int = Field(1, ge=0, description="mss monitor index for source=monitor (0 = all monitors)")
+    monitor: int = Field(1, ge=0, description="monitor for source=monitor, numbered as mss numbers them (1 = first; "
+                         "0 = all monitors together, mss only)")
     window_title: str = Field("", description="substring of the window title for source=window")
+    window_check_s: float = Field(0.5, gt=0, description="source=window: seconds between checks that the captured window "
+                                  "still exists and keeps its title (a closed window stops the run)")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
-    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when no new frame arrived for this long")
+    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivered no picture for this long "
+                                 "(dxcam's 'nothing changed' counts as a picture: a paused game does not stop the run)")
 
 
 class ObservationConfig(_Section):

@@ -166,3 +166,16 @@ def test_watchdog_centres_a_stalled_pad():
     time.sleep(0.05)
     assert not pad.is_neutral
     dog.stop()
+
+
+def test_vigembus_missing_at_import_is_a_clear_error(monkeypatch, tmp_path):
+    """On Windows, importing vgamepad connects to ViGEmBus and raises RuntimeError when the driver is missing."""
+    from explorer.envs.pad import PadError, _create_vx360
+
+    fake = tmp_path / "vgamepad"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise RuntimeError('VIGEM_ERROR_BUS_NOT_FOUND')\n")
+    monkeypatch.delitem(sys.modules, "vgamepad", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PadError, match="ViGEmBus driver is not installed"):
+        _create_vx360()

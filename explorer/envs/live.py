@@ -84,7 +84,7 @@ class LiveEnv:
         h, w, c = screen.shape
         self.frame_shape = (int(h), int(w), int(c))
         self.ring = FrameRing(ring_capacity, self.frame_shape)
-        self.capture = CaptureThread(screen, self.ring, capture_fps, blank_s)
+        self.capture = CaptureThread(screen, self.ring, capture_fps, blank_s, lost_s=stall_s)
         self.pacer = Pacer(hz, stop=stop)
         self.stall_s = stall_s
         self.first_frame_timeout_s = first_frame_timeout_s

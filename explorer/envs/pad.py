@@ -103,6 +103,9 @@ def _create_vx360() -> Any:
         ) from err
     except ImportError as err:
         raise PadError(f"vgamepad is not installed ({err}); install it with 'pip install vgamepad'") from err
+    except RuntimeError as err:  # on Windows, importing vgamepad connects to ViGEmBus (VIGEM_ERROR_BUS_NOT_FOUND)
+        from explorer.envs.winapi import vigem_hint
+        raise PadError(f"could not create a virtual Xbox 360 pad: {vigem_hint(err)}") from err
     try:
         return vgamepad.VX360Gamepad()
     except (OSError, PermissionError) as err:

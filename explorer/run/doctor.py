@@ -1,27 +1,80 @@
-"""``explorer doctor``: check what a run needs and say how to fix what is missing."""
+"""``explorer doctor``: check what a run needs and say how to fix what is missing.
+
+Each check prints one line: ``ok``, ``FAIL`` (a live run needs it; the line
+says what to do), ``warn`` (works, but watch out), ``n/a`` (not on this
+platform) or ``missing`` (optional). ``--report FILE`` writes the same lines
+with the versions of Python, the OS and every package involved, the monitors
+and the capture, pad and control settings, to attach to a bug report.
+"""
 
 from __future__ import annotations
 
+import gc
 import os
+import platform
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomli_w
 
 from explorer.config import Config
+from explorer.envs import winapi
 
-Check = tuple[str, bool, str]  # name, ok, detail (or how to fix)
+PACKAGES = ("explorer", "tensorflow", "keras", "numpy", "pillow", "mss", "dxcam", "comtypes", "vgamepad",
+            "pywinctl", "python-xlib", "vizdoom", "pynput", "pydantic")
 
 
-def _check(name: str, fn: Callable[[], str]) -> Check:
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's answer."""
+
+    name: str
+    status: str  # "ok", "FAIL", "warn", "n/a" or "missing"
+    detail: str
+
+
+class Problem(Exception):
+    """A check failed; the message says what to do."""
+
+
+class Caution(Exception):
+    """A check passed with something to watch out for."""
+
+
+class NotHere(Exception):
+    """A check that does not apply on this platform or with this config."""
+
+
+def _check(name: str, fn: Callable[[], str], required: bool = True) -> Check:
     try:
-        return name, True, fn()
+        return Check(name, "ok", fn())
+    except Problem as err:
+        return Check(name, "FAIL" if required else "missing", str(err))
+    except Caution as err:
+        return Check(name, "warn", str(err))
+    except NotHere as err:
+        return Check(name, "n/a", str(err))
     except Exception as err:
-        return name, False, f"{type(err).__name__}: {err}"
+        return Check(name, "FAIL" if required else "missing", f"{type(err).__name__}: {err}")
 
+
+def _windows() -> bool:
+    return winapi.is_windows()
+
+
+# ---------------------------------------------------------------- checks
 
 def check_tensorflow() -> str:
     import keras
     import tensorflow as tf
-    devices = ", ".join(d.device_type for d in tf.config.list_physical_devices())
+    devices = ", ".join(f"{d.device_type} ({d.name})" for d in tf.config.list_physical_devices())
     x = tf.reduce_sum(tf.ones((2, 2)))
     if float(x) != 4.0:
         raise RuntimeError("TensorFlow computed a wrong sum")
@@ -40,32 +93,147 @@ def check_game(config: Config) -> str:
 
 
 def check_display() -> str:
-    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-        raise RuntimeError("DISPLAY is not set: live capture needs an X display "
-                           "(run under X11, or 'Xvfb :99 & export DISPLAY=:99' for tests)")
-    return os.environ.get("DISPLAY", "desktop session")
+    if sys.platform.startswith("linux") and not _windows() and not os.environ.get("DISPLAY"):
+        raise Problem("DISPLAY is not set: live capture needs an X display "
+                      "(run under X11, or 'Xvfb :99 & export DISPLAY=:99' for tests)")
+    return os.environ.get("DISPLAY", "") if not _windows() else "Windows desktop session"
+
+
+def monitors() -> list[dict[str, int]]:
+    """mss's monitor list (0 = all together), physical desktop pixels."""
+    import mss
+    sct = mss.MSS() if hasattr(mss, "MSS") else mss.mss()
+    try:
+        return [dict(m) for m in sct.monitors]
+    finally:
+        sct.close()
+
+
+def check_scaling() -> str:
+    """Windows: the process is per-monitor DPI-aware, so rectangles and grabs agree at any scaling."""
+    if not _windows():
+        raise NotHere("Windows only (X11 has no per-process display scaling)")
+    awareness = winapi.make_dpi_aware()
+    scales, listed = [], []
+    for i, m in enumerate(monitors()[1:], 1):
+        scale = winapi.monitor_scale(m["left"] + m["width"] // 2, m["top"] + m["height"] // 2)
+        scales.append(scale)
+        listed.append(f"{i}: {m['width']}x{m['height']} at {m['left']},{m['top']} ({scale:.0%})")
+    text = f"DPI awareness {awareness}; monitors {'; '.join(listed) or '(none)'}"
+    if awareness == "per-monitor":
+        return text
+    if awareness == "system" and len(set(scales)) <= 1:
+        raise Caution(f"{text}: fine while every monitor has the same scaling")
+    raise Problem(f"{text}: window rectangles on a monitor scaled differently from the primary will be off. "
+                  "Something made the process DPI-aware before explorer could; report it with --report")
 
 
 def check_capture(config: Config) -> str:
-    from explorer.envs.screen import MssScreen
-    screen = MssScreen(config.capture, config.observation)
+    from explorer.envs.screen import make_screen
+    screen: Any = make_screen(config.capture, config.observation)
     try:
         raw = screen.grab_raw()
     finally:
         screen.close()
+    where = f"{screen.backend} ({screen.note}), region {screen.region.as_mss()}"
+    window = screen.window
+    if window is not None:
+        where += f", the client area of window {window.title!r}"
+    if raw is None:
+        raise Problem(f"{where}: no picture within a second; is anything moving on that monitor?")
     spread = int(raw.max()) - int(raw.min())
-    note = " (uniform: is the game window there?)" if spread <= 2 else ""
-    return f"region {screen.region.as_mss()} grabbed {raw.shape[1]}x{raw.shape[0]}{note}"
+    if spread > 2:
+        return f"{where}: grabbed {raw.shape[1]}x{raw.shape[0]}, not uniform"
+    fix = screen.blank_hint or "is the game window there, visible and not minimised?"
+    if window is None:
+        return f"{where}: grabbed {raw.shape[1]}x{raw.shape[0]}, uniform (value {int(raw.min())}): {fix}"
+    raise Problem(f"{where}: the grab is uniform (value {int(raw.min())}), the classic symptom of a DirectX or "
+                  f"full-screen game grabbed with GDI: {fix}")
+
+
+def check_focus(config: Config) -> str:
+    if not _windows():
+        raise NotHere("Windows only")
+    if config.capture.source != "window":
+        raise NotHere("capture.source is not 'window'")
+    from explorer.envs.screen import locate_window
+    winapi.make_dpi_aware()
+    window = locate_window(config.capture.window_title)
+    hwnd = int(window.handle.getHandle())
+    if winapi.foreground_window() == hwnd:
+        return f"{window.title!r} is in front"
+    pause = ("acting pauses, sticks centred, while it is not in front (control.pause_unfocused)"
+             if config.control.pause_unfocused else "control.pause_unfocused is off: the pad acts even then")
+    raise Caution(f"{window.title!r} is not in front now (normal while this terminal is); during a run {pause}: "
+                   "click the game window after the countdown starts")
+
+
+def check_vigembus() -> str:
+    if not _windows():
+        raise NotHere("Windows only (Linux uses /dev/uinput)")
+    installer = winapi.vigembus_installer()
+    get = f"{installer}, or {winapi.VIGEMBUS_URL}" if installer is not None else winapi.VIGEMBUS_URL
+    driver = winapi.vigembus()
+    if driver is None:
+        raise Problem(f"ViGEmBus is not installed: install it ({get}) and reboot")
+    if driver.version != "unknown" and driver.version_tuple[:2] < winapi.VIGEMBUS_MIN:
+        raise Problem(f"{driver.name} {driver.version} is older than vgamepad needs (1.17.333 or later): uninstall it, "
+                      f"install the current one ({get}) and reboot")
+    return f"{driver.name} {driver.version}"
+
+
+def _poll(fn: Callable[[], Any], timeout_s: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = fn()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
 
 
 def check_pad(config: Config) -> str:
     if config.pad.backend != "vgamepad":
         return f"pad.backend = {config.pad.backend!r}: no driver needed"
+    if _windows():
+        return _check_pad_windows(config)
     from explorer.envs.pad import VGamepadPad
-    pad = VGamepadPad(config.pad)
+    pad = VGamepadPad(config.pad)  # plugs in a uinput device
     pad.neutral()
-    pad.close()
-    return "virtual Xbox 360 pad created and centred"
+    del pad
+    gc.collect()  # vgamepad removes the device when the gamepad object goes
+    return "virtual Xbox 360 pad plugged in, centred and unplugged"
+
+
+def _check_pad_windows(config: Config) -> str:
+    """Plug a pad in, see XInput (what games read) report it and a stick value, centre it, unplug it."""
+    from explorer.envs.pad import VGamepadPad
+    before = set(winapi.xinput_pads())
+    try:
+        import vgamepad  # connects to ViGEmBus on import
+        gamepad = vgamepad.VX360Gamepad()
+    except Exception as err:
+        raise Problem(f"no virtual pad ({type(err).__name__}: {err}): {winapi.vigem_hint(err)}") from None
+    pad = VGamepadPad(config.pad, gamepad=gamepad)
+    try:
+        new = _poll(lambda: set(winapi.xinput_pads()) - before)
+        if not new:
+            raise Problem("the pad was created but XInput does not list it: reboot (ViGEmBus needs one after "
+                          "installing), and close other pad tools (DS4Windows, Steam Input)")
+        slot = min(new)
+        axis = 0 if config.pad.walk_stick == "left" else 2
+        pad.send(np.array([0.0, 0.0, 0.5, 0.0], np.float32))  # walk x half right, for a moment
+        seen = _poll(lambda: abs(winapi.xinput_pads().get(slot, (0, 0, 0, 0))[axis] - 16384) <= 2)
+        pad.neutral()
+        if not seen:
+            raise Problem(f"XInput slot {slot + 1} shows the pad but not the stick value sent: reinstall ViGEmBus")
+    finally:
+        pad.neutral()
+        del pad, gamepad
+        gc.collect()  # vgamepad unplugs the pad when the gamepad object goes
+    if not _poll(lambda: slot not in winapi.xinput_pads()):
+        raise Caution(f"pad plugged in as XInput player {slot + 1} and the stick reached it, but it was not "
+                       "unplugged: restart the game if it still sees an extra pad")
+    return f"plugged in as XInput player {slot + 1}, a stick value reached XInput, centred and unplugged"
 
 
 def check_hotkeys() -> str:
@@ -73,21 +241,73 @@ def check_hotkeys() -> str:
     return "pynput available: stop and pause keys work"
 
 
-def run_doctor(config: Config) -> int:
-    """Print one line per check; exit status 1 when something a live run needs is missing."""
+# ---------------------------------------------------------------- the run
+
+def run_checks(config: Config) -> tuple[list[Check], list[Check]]:
+    """The required checks and the optional ones, in the order they are printed."""
+    from explorer.envs.screen import dpi_aware
+    dpi_aware()  # before anything reads window or monitor geometry
     checks = [
         _check("tensorflow", check_tensorflow),
         _check("built-in game", lambda: check_game(config)),
         _check("display", check_display),
+        _check("dpi scaling", check_scaling),
         _check("capture", lambda: check_capture(config)),
+        _check("window focus", lambda: check_focus(config)),
+        _check("vigembus", check_vigembus),
         _check("pad driver", lambda: check_pad(config)),
     ]
-    optional = [_check("hotkeys (optional)", check_hotkeys)]
-    width = max(len(n) for n, _, _ in checks + optional)
-    for name, ok, detail in checks + optional:
-        status = "ok" if ok else "missing" if name.endswith("(optional)") else "FAIL"
-        print(f"{status:<8} {name:<{width}}  {detail}")
-    failed = [n for n, ok, _ in checks if not ok]
+    optional = [_check("hotkeys (optional)", check_hotkeys, required=False)]
+    return checks, optional
+
+
+def versions() -> dict[str, str]:
+    """Python, the OS and each package involved, with their versions ("-" when not installed)."""
+    out = {"python": sys.version.split()[0], "os": platform.platform(), "machine": platform.machine()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "-"
+    return out
+
+
+def _lines(checks: list[Check]) -> list[str]:
+    width = max(len(c.name) for c in checks)
+    return [f"{c.status:<8} {c.name:<{width}}  {c.detail}" for c in checks]
+
+
+def write_report(path: str | Path, config: Config, checks: list[Check]) -> Path:
+    """Write the checks, versions, monitors and the capture/pad/control settings to ``path`` (Markdown)."""
+    path = Path(path)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = [f"# explorer doctor report, {now}", "", "## Checks", "", "```", *_lines(checks), "```", "",
+            "## Versions", "", *[f"- {k}: {v}" for k, v in versions().items()], "", "## Monitors", ""]
+    try:
+        text += [f"- {i}: {m['width']}x{m['height']} at {m['left']},{m['top']}" + (" (all together)" if i == 0 else "")
+                 for i, m in enumerate(monitors())]
+    except Exception as err:
+        text.append(f"- cannot list monitors: {type(err).__name__}: {err}")
+    settings = {k: v for k, v in config.to_dict().items() if k in ("capture", "pad", "control")}
+    text += ["", "## Settings", "", "```toml", tomli_w.dumps(settings).strip(), "```", ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(text), encoding="utf-8")
+    return path
+
+
+def run_doctor(config: Config, report: str | Path | None = None) -> int:
+    """Print one line per check; exit status 1 when something a live run needs is missing.
+
+    Args:
+      config: the merged config (capture and pad settings are checked as configured).
+      report: also write everything, with versions, to this file.
+    """
+    checks, optional = run_checks(config)
+    for line in _lines(checks + optional):
+        print(line)
+    if report is not None:
+        print(f"\nreport written to {write_report(report, config, checks + optional)}")
+    failed = [c.name for c in checks if c.status == "FAIL"]
     if failed:
         print(f"\n{len(failed)} check(s) failed: {', '.join(failed)}. `explorer explore` needs only tensorflow and the "
               "built-in game; `explorer play` needs all of them (or --dry-run, which needs no pad driver).")

@@ -20,6 +20,7 @@ import numpy as np
 from explorer.config import Config
 from explorer.core import Actor
 from explorer.envs.pad import Pad
+from explorer.envs.screen import screen_region
 from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import Coverage, open_recorder
 from explorer.run.rundir import RunDir
@@ -43,7 +44,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     """
     from explorer.envs.live import LiveEnv
     from explorer.envs.pad import make_pad
-    from explorer.envs.screen import MssScreen, focus_check
+    from explorer.envs.screen import focus_check, make_screen
     from explorer.run.builder import build_agent, seed_everything
     from explorer.run.safety import Hotkeys, countdown
 
@@ -60,7 +61,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             _wait_for_window(config.capture.window_title if config.capture.source == "window" else "")
             if pad is None and not dry_run:
                 pad = DoomPad(game)
-        screen = screen if screen is not None else MssScreen(config.capture, config.observation)
+        screen = screen if screen is not None else make_screen(config.capture, config.observation)
         run = RunDir(config.run.dir, "play", config)
         stack.callback(run.close)
         agent = None
@@ -100,7 +101,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             live_game = game
             coverage = Coverage(lambda s: live_game.position(), every=10)
             coverage.attach(driver)
-        region = screen.region.as_mss() if isinstance(screen, MssScreen) else None
+        region = screen_region(screen)
         recorder = open_recorder(config, run.path, source="game" if game is not None else "screen",
                                  decisions=(lambda: agent.actor.started) if agent is not None else None, region=region)
         if recorder is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from explorer.agent.actor import NoActor
 from explorer.config import Config
+from explorer.envs.screen import screen_region
 from explorer.envs.session import Session
 from explorer.run.driver import Controls, Driver
 from explorer.run.observers import SessionRecorder
@@ -71,11 +72,11 @@ def record_screen(config: Config, out: str | Path, seconds: float | None = None,
     """
     from explorer.envs.live import LiveEnv
     from explorer.envs.pad import NullPad
-    from explorer.envs.screen import MssScreen
+    from explorer.envs.screen import make_screen
 
     hz = hz or config.control.hz
-    screen = screen if screen is not None else MssScreen(config.capture, config.observation)
-    region = screen.region.as_mss() if isinstance(screen, MssScreen) else None
+    screen = screen if screen is not None else make_screen(config.capture, config.observation)
+    region = screen_region(screen)
     path = Path(path) if path is not None else new_session_path(out, name)
     meta = {"source": "screen", "mode": "record", "config": config.to_dict(), "frame_shape": list(screen.shape),
             "region": region, "hz": hz, "capture_fps": config.capture.fps,
