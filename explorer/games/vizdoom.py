@@ -27,7 +27,8 @@ controls set the speed (``move_scale``); ``JUMP`` and ``CROUCH`` are not part of
 Doom's maps, which were built without them.
 
 The map is checked before the engine starts (a missing map would silently
-start another one).
+start another one), and the engine process is tied to this one (see
+:mod:`explorer.doom_process`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer import doom_process
 from explorer.config import GameConfig, ObservationConfig
 from explorer.pad import NEUTRAL, clamp
 from explorer.screen import observation_shape, to_observation
@@ -95,6 +97,13 @@ class DoomGame:
         self.shape = observation_shape(obs)
         self._vzd = vzd
         self._lock = threading.Lock()
+        for note in doom_process.reap_leftovers():
+            print(f"explorer: {note}", file=sys.stderr)
+        if config.visible or config.realtime:
+            problem = doom_process.display_problem()
+            if problem is not None:
+                raise GameError(f"game.visible/game.realtime open an engine window, but {problem}: set DISPLAY to a "
+                                "running X server, or run under Xvfb (xvfb-run -a explorer ...)")
         game = vzd.DoomGame()
         _load_scenario(game, _scenario_path(config.scenario, vzd.scenarios_path))
         wad = _set_wad(game, config.wad, os.path.dirname(vzd.__file__)) if config.wad else None
@@ -405,7 +414,17 @@ def _check_map(game: Any, config: GameConfig, package_dir: str) -> None:
 
 
 def _start(game: Any, package_dir: str) -> None:
+    """``game.init()`` with the engine tied to this process, Ctrl-C held back until it has started."""
+    launcher = doom_process.engine_launcher(game.get_vizdoom_path() or os.path.join(package_dir, "vizdoom"))
+    if launcher is not None:
+        game.set_vizdoom_path(launcher)
+    os.environ[doom_process.OWNER_ENV] = str(os.getpid())  # read by the launcher and by reap_leftovers
     try:
-        game.init()
-    except Exception as err:
-        raise GameError(f"ViZDoom failed to start ({type(err).__name__}: {err})") from err
+        with doom_process.deferred_sigint():
+            try:
+                game.init()
+            except Exception as err:
+                raise GameError(f"ViZDoom failed to start ({type(err).__name__}: {err})") from err
+    except KeyboardInterrupt:
+        game.close()
+        raise
