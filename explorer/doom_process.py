@@ -128,12 +128,14 @@ def deferred_sigint() -> Iterator[None]:
 def reap_leftovers(shm_dir: str = "/dev/shm", min_age_s: float = 1.0) -> list[str]:
     """Stop the engines and delete the shared-memory files that runs which died left behind.
 
-    An engine is stopped (SIGKILL: it ignores SIGTERM) when it carries
-    :data:`OWNER_ENV` and its parent is no longer that process. A vizdoom
-    engine without the tag whose parent is gone is only reported. A ViZDoom
+    An engine has lost its controller when its parent process does not map the
+    engine's message queue (the controller maps it before it starts the engine;
+    an orphan's parent is init or a subreaper). Such an engine is stopped
+    (SIGKILL: it ignores SIGTERM) when it carries :data:`OWNER_ENV`, i.e. an
+    explorer run started it; one without the tag is only reported. A ViZDoom
     file in ``shm_dir`` is deleted when it is older than ``min_age_s``, no
-    process maps it, and no process names its instance on its command line
-    (an engine being started); only files of this user are touched.
+    process maps it, and no process names its instance on its command line (an
+    engine being started); only files of this user are touched.
 
     Returns:
       One line per thing done or found, for stderr (empty when nothing was left).
@@ -149,17 +151,15 @@ def reap_leftovers(shm_dir: str = "/dev/shm", min_age_s: float = 1.0) -> list[st
         ident = _instance_id(proc.info["cmdline"] or [])
         if ident is None:
             continue
-        if proc.info["name"] == "vizdoom":
+        if proc.info["name"] == "vizdoom" and not _maps(proc.info["ppid"], f"{shm_dir}/ViZDoomMQCtr{ident}"):
             owner = _owner(proc)
-            if owner is not None and owner != proc.info["ppid"]:
-                if _kill(proc):
-                    stopped.append(proc)
-                    notes.append(f"stopped ViZDoom engine {proc.pid} left running by explorer process {owner}, "
-                                 "which died")
-                    continue
-            elif owner is None and proc.info["ppid"] == 1:
-                notes.append(f"ViZDoom engine {proc.pid} has lost the process that controlled it and was not "
-                             f"started by explorer; 'kill -9 {proc.pid}' frees its memory")
+            if owner is None:
+                notes.append(f"ViZDoom engine {proc.pid} has lost the process that controlled it; explorer did not "
+                             f"start it and leaves it alone: 'kill -9 {proc.pid}' frees its memory")
+            elif _kill(proc):
+                stopped.append(proc)
+                notes.append(f"stopped ViZDoom engine {proc.pid} left running by explorer process {owner}, which died")
+                continue
         named.add(ident)
     psutil.wait_procs(stopped, timeout=3.0)
     removed = _remove_unused(Path(shm_dir), named, min_age_s)
@@ -168,6 +168,14 @@ def reap_leftovers(shm_dir: str = "/dev/shm", min_age_s: float = 1.0) -> list[st
         notes.append(f"deleted {len(removed)} ViZDoom shared-memory files ({sum(s for _, s, _ in removed) / 1e6:.1f} MB) "
                      f"in {shm_dir} left by {runs} engine{'s' if runs > 1 else ''} of runs that died")
     return notes
+
+
+def _maps(pid: int, path: str) -> bool:
+    """Whether process ``pid`` has the file at ``path`` mapped (False when it cannot be read)."""
+    try:
+        return path.encode() in Path(f"/proc/{pid}/maps").read_bytes()
+    except OSError:
+        return False
 
 
 def _instance_id(cmdline: list[str]) -> str | None:

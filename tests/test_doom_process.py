@@ -179,3 +179,49 @@ def test_play_game_without_display_says_so_instead_of_crashing(tmp_path):
 @pytest.mark.display
 def test_display_check_passes_on_a_running_x_server(xvfb):
     assert doom_process.display_problem() is None
+
+
+# A program using ViZDoom directly (not explorer); argv[1] is the EXPLORER_ENGINE_OWNER it runs with, or "".
+PLAIN_VIZDOOM = """
+import os, sys, vizdoom
+if sys.argv[1]:
+    os.environ["EXPLORER_ENGINE_OWNER"] = sys.argv[1]
+else:
+    os.environ.pop("EXPLORER_ENGINE_OWNER", None)
+game = vizdoom.DoomGame()
+game.load_config(os.path.join(vizdoom.scenarios_path, "my_way_home.cfg"))
+game.set_window_visible(False)
+game.init()
+print(game.get_instance_id(), flush=True)
+sys.stdin.read()
+"""
+
+
+def _plain_game(owner: str) -> tuple[subprocess.Popen, psutil.Process]:
+    proc = subprocess.Popen([sys.executable, "-c", PLAIN_VIZDOOM, owner], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert len(proc.stdout.readline().strip()) == 10
+    (engine,) = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() == "vizdoom"]
+    return proc, engine
+
+
+def test_engines_explorer_did_not_start_or_that_are_still_controlled_are_left_alone():
+    # a live program whose engine carries a stale tag (inherited from an explorer process, say)
+    live, live_engine = _plain_game(owner=str(os.getpid()))
+    # a dead program's engine without the tag: an orphan, but not explorer's
+    dead, orphan = _plain_game(owner="")
+    try:
+        dead.kill()
+        dead.wait()
+        notes = doom_process.reap_leftovers()
+        time.sleep(0.5)
+        assert live_engine.is_running() and orphan.is_running()
+        assert any(f"ViZDoom engine {orphan.pid} has lost the process that controlled it" in n
+                   and f"kill -9 {orphan.pid}" in n for n in notes)
+        assert not any(str(live_engine.pid) in n for n in notes)
+    finally:
+        live.stdin.close()  # the live program closes its engine the ordinary way
+        live.wait(10)
+        orphan.kill()
+        psutil.wait_procs([orphan], timeout=5)
+        doom_process.reap_leftovers(min_age_s=0)  # the orphan's files
