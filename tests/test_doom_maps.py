@@ -74,6 +74,13 @@ def test_freedoom_wads_by_name_and_by_path():
     assert "\n" not in str(err.value)
 
 
+def test_a_file_that_is_not_a_wad_is_an_error(tmp_path):
+    junk = tmp_path / "maps.wad"
+    junk.write_text("not a wad at all")
+    with pytest.raises(GameError, match=r"game.wad = '.*maps.wad': .* is not a WAD file \(it does not start with IWAD or PWAD\)"):
+        make_game(load(None, [f"game.wad='{junk}'"]))
+
+
 @pytest.mark.parametrize("sets, missing", [([*FREEDOOM, "game.map=map99"], "map99"), (["game.map=E9M9"], "E9M9")])
 def test_a_map_the_wad_does_not_have_is_an_error_listing_its_maps(sets, missing):
     with pytest.raises(GameError) as err:

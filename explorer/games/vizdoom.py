@@ -356,11 +356,11 @@ def _load_scenario(game: Any, path: str) -> None:
                         "fix the file (key = value lines, # comments) or choose a bundled scenario")
 
 
-def _set_wad(game: Any, name: str, package_dir: str) -> Wad:
-    """Put ``game.wad`` in place of the scenario's WAD(s); returns what it holds.
+def _set_wad(game: Any, name: str, package_dir: str) -> Wad | None:
+    """Put ``game.wad`` in place of the scenario's WAD(s); returns what it holds (None for a pk3).
 
     An IWAD (a whole game, like the Freedoom WADs) replaces the scenario's game
-    and drops its map WAD; a PWAD replaces the map WAD, on the scenario's game.
+    and drops its map WAD; a PWAD (or a pk3) replaces the map WAD, on the scenario's game.
     """
     if name in BUNDLED_WADS:
         path = Path(package_dir) / f"{name}.wad"
@@ -371,7 +371,12 @@ def _set_wad(game: Any, name: str, package_dir: str) -> Wad:
                             "existing file; give one of those names or the path of a .wad file")
     try:
         wad = read_wad(path)
-    except (WadError, OSError) as err:
+    except WadError as err:
+        if _is_zip(path):  # a pk3: ZDoom's zipped map package, taken as the map file without a map check
+            game.set_doom_scenario_path(str(path))
+            return None
+        raise GameError(f"game.wad = {name!r}: {err}") from err
+    except OSError as err:
         raise GameError(f"game.wad = {name!r}: {err}") from err
     if wad.kind == "IWAD":
         game.set_doom_game_path(str(path))
@@ -379,6 +384,11 @@ def _set_wad(game: Any, name: str, package_dir: str) -> Wad:
     else:
         game.set_doom_scenario_path(str(path))
     return wad
+
+
+def _is_zip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"PK\x03\x04"
 
 
 def _default_iwad(package_dir: str) -> str:
@@ -402,7 +412,9 @@ def _check_map(game: Any, config: GameConfig, package_dir: str) -> None:
             raise GameError(f"the scenario's {what} {path} does not exist; set game.wad to freedoom1, freedoom2 or a .wad path")
         try:
             wads.append(read_wad(path))
-        except (WadError, OSError) as err:
+        except WadError:
+            return  # a pk3 or another format the engine reads: its maps are not listed here
+        except OSError as err:
             raise GameError(f"the scenario's {what}: {err}") from err
     maps = list(dict.fromkeys(m for w in wads for m in w.maps))
     name = (game.get_doom_map() or "map01").upper()
