@@ -13,7 +13,9 @@ that, before it becomes the engine:
 
 - asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``;
   the flag survives ``execve``, and it must be set in the engine's own process:
-  set in the controller it would not reach a grandchild);
+  set in the controller it would not reach a grandchild). The parent the kernel
+  watches is the thread that forked, ViZDoom's launching thread, which waits
+  for the engine to exit and so lives exactly as long as it;
 - ignores SIGINT, so Ctrl-C reaches only the controller, which then closes the
   engine the ordinary way (the engine and the launcher start with SIGINT
   blocked, see :func:`deferred_sigint`, so no Ctrl-C can catch them half way);
