@@ -102,9 +102,14 @@ class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
     name: Literal["vizdoom"] = Field("vizdoom", description="built-in game engine")
-    scenario: str = Field("my_way_home", description="bundled scenario name or a path to a .cfg file")
-    wad: str = Field("", description="override the scenario's WAD file (path); empty keeps the scenario's")
-    map: str = Field("", description="map name inside the WAD, e.g. map01; empty keeps the scenario's")
+    scenario: str = Field("my_way_home", description="bundled ViZDoom scenario name, freedoom (a map as its authors made "
+                          "it, no rewards: use with game.wad and game.map), or a path to a .cfg file")
+    wad: str = Field("", description="WAD to play: freedoom1 or freedoom2 (shipped with ViZDoom) or a .wad path; a game "
+                     "WAD (IWAD) replaces the scenario's game and map WADs, a map WAD (PWAD) its map WAD; empty keeps the scenario's")
+    map: str = Field("", description="map inside the WAD, e.g. E1M1 or MAP01 (checked before the engine starts); empty "
+                     "keeps the scenario's, or with game.wad takes that WAD's first map")
+    args: tuple[str, ...] = Field((), description="extra engine arguments, e.g. [\"-nomonsters\"] (the map without monsters) "
+                                  "or [\"+sv_cheats 1\"]")
     episode_steps: int = Field(525, gt=0, description="agent steps per episode")
     frame_skip: int = Field(4, ge=1, description="engine tics per agent step")
     resolution: Literal["160x120", "320x240", "640x480"] = Field("160x120", description="engine render resolution")

@@ -5,13 +5,38 @@ budget: uniform random sticks, sticky random sticks (each held 8 steps; with
 ``sticky_prior``, moved by ``learner.action_prior`` and put on ``learner.action_low``/
 ``action_high`` as the learner's warm-up sticks are), the
 original question's agent (pixel novelty used directly as the loss: it fails
-with "No gradients", and the guard says why), and explorer's learning agent
-with each novelty signal. Coverage is the number of distinct 64x64-map-unit
-cells the player stands in during an episode (positions are read for
-measurement only, never shown to the agent).
+with "No gradients", and the guard says why), explorer's learning agent
+with each novelty signal, and ``frozen``: the default learning agent with
+learning switched off (``learner.update_every`` beyond the run: its warm-up
+sticks, then its untrained actor on the prior and stick range). Coverage is the
+number of distinct 64x64-map-unit cells the player stands in during an episode
+(positions are read for measurement only, never shown to the agent).
+
+``--suite`` runs every agent and seed on four maps: my_way_home (525-step
+episodes) and Freedoom 1's E1M1, E1M2 and E1M3 without monsters (explorer's
+``freedoom`` scenario, ``-nomonsters``, 1050-step episodes: start, doors and
+switches as the maps made them). It reports per map and averaged over the maps:
+
+- cells per episode, over the last 20 finished episodes, counted per step
+  budget: (cells of those episodes summed) / (their steps summed) x
+  ``game.episode_steps``. When every episode runs its whole budget this is the
+  plain mean of cells per episode; an episode the map ends early (my_way_home
+  ends when the player picks up the vest) counts with the steps it had, so
+  reaching the goal neither lowers the figure (a plain mean would: the episode
+  was cut short) nor inflates it (a short episode weighs by its length, not as
+  one whole episode);
+- distinct cells over the whole run;
+- on my_way_home, the share of the last 20 episodes that reached the vest. An
+  episode there ends before its budget only when the vest is picked up (no
+  monsters, no damaging floors), so an episode shorter than
+  ``game.episode_steps`` is a goal (the run's metrics.jsonl gives each episode's
+  last step).
+
+It writes the table as ``suite.md`` and all figures as ``suite.json`` in ``--out``.
 
     python tools/bench_explore.py --steps 50000 --seeds 0 1 2 --agents uniform sticky original episodic
     python tools/bench_explore.py --agents episodic --set learner.algo=td3 --set novelty.embedding=random
+    python tools/bench_explore.py --suite --steps 50000 --seeds 0 1 --agents sticky_prior frozen episodic
 """
 
 from __future__ import annotations
@@ -29,6 +54,17 @@ import numpy as np  # noqa: E402
 from explorer.core import stack_frames  # noqa: E402
 
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
+
+#: the maps of ``--suite``: settings of each (my_way_home alone without ``--suite``)
+MAPS: dict[str, list[str]] = {
+    "my_way_home": ["game.scenario=my_way_home", "game.episode_steps=525"],
+    **{name: ["game.scenario=freedoom", "game.wad=freedoom1", f"game.map={name}", 'game.args=["-nomonsters"]',
+              "game.episode_steps=1050"] for name in ("E1M1", "E1M2", "E1M3")},
+}
+#: maps where an episode that ends before its budget has reached the goal
+GOAL_MAPS = ("my_way_home",)
+#: ``learner.update_every`` of the ``frozen`` agent: no update ever happens
+NEVER = 10**12
 
 
 class OriginalAgent:
@@ -84,13 +120,44 @@ class OriginalAgent:
         return {}
 
 
-def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path) -> dict:
-    """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures."""
+def episode_figures(ends: list[int], cells: list[int], budget: int, start: int = 0, last: int = 20) -> dict:
+    """Per-budget coverage and goal share of a run's finished episodes.
+
+    Args:
+      ends: the agent step each episode ended at, in order (``metrics.jsonl``).
+      cells: distinct cells of each of those episodes.
+      budget: ``game.episode_steps``.
+      start: the step the run started at (0 unless resumed).
+      last: how many of the newest episodes the figures cover.
+
+    Returns:
+      ``cells_per_budget``: sum of cells / sum of steps x ``budget`` over the last
+      ``last`` episodes (NaN before any); ``cells_mean``: their plain mean;
+      ``early``: how many of them ended before ``budget``, and ``early_share``;
+      ``early_total``, ``episodes``: the same over the whole run.
+    """
+    lengths = np.diff(np.asarray([start, *ends], np.int64))
+    recent_len, recent_cells = lengths[-last:], np.asarray(cells[-last:], np.float64)
+    early = recent_len < budget
+    n = len(recent_len)
+    return {"cells_per_budget": float(recent_cells.sum() / recent_len.sum() * budget) if n else float("nan"),
+            "cells_mean": float(recent_cells.mean()) if n else float("nan"),
+            "early": int(early.sum()), "early_share": float(early.mean()) if n else float("nan"),
+            "early_total": int((lengths < budget).sum()), "episodes": len(lengths),
+            "episode_lengths": lengths.tolist()}
+
+
+def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path, map_name: str = "my_way_home") -> dict:
+    """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures.
+
+    ``overrides`` reach the learning agents; those of the ``game`` section reach every agent.
+    """
     from explorer.config import load, quote
     from explorer.run.explore import explore
 
+    game_sets = [o for o in overrides if o.strip().startswith("game.")]
     sets = [f"game.seed={seed}", f"run.seed={seed}", f"learner.seed={seed}", f"run.steps={steps}",
-            "game.scenario=my_way_home", "game.episode_steps=525", f"run.dir={quote(str(out / 'runs'))}",
+            *MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
             f"run.log_every={max(steps // 20, 1)}"]
     agent = None
     if agent_name == "uniform":
@@ -104,74 +171,126 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path)
         config = load(None, sets)
         agent = OriginalAgent(seed, (config.observation.stack, config.observation.height, config.observation.width,
                                      1 if config.observation.grayscale else 3))
+    elif agent_name == "frozen":
+        sets += ["run.agent=explorer", *overrides, f"learner.update_every={NEVER}"]
     else:
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
     config = load(None, sets)
     summary = explore(config, progress=False, actor=agent)
     lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
-    curve = [(r["step"], r["cells"]) for r in map(json.loads, lines) if "episode" in r]
+    episodes = [r for r in map(json.loads, lines) if "episode" in r]
+    curve = [(r["step"], r["cells"]) for r in episodes]
     per_episode = summary["cells_per_episode"]
     seconds = summary["seconds"]
-    result = {"agent": agent_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
-              "overrides": overrides if agent_name not in ("uniform", "sticky", "original") else [],
+    figures = episode_figures([r["step"] for r in episodes], [r["cells"] for r in episodes],
+                              config.game.episode_steps, start=summary["resumed_at"])
+    result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
+              "overrides": overrides if agent_name not in ("uniform", "sticky", "original") else game_sets,
+              "episode_steps": config.game.episode_steps,
               "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
               "total_cells": summary["distinct_cells"], "steps_per_s": summary["steps_per_s"],
               "updates_per_s": summary["updates"] / seconds if seconds else 0.0, "wall_s": seconds,
-              "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None)}
-    print(f"[{agent_name} s{seed}] {result['coverage_last20']:.1f} cells/episode (last 20), {result['total_cells']} cells, "
-          f"{result['steps_per_s']:.1f} steps/s, {result['updates_per_s']:.1f} updates/s", flush=True)
+              "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None), **figures}
+    goal = f", goal in {figures['early']} of the last {min(figures['episodes'], 20)}" if map_name in GOAL_MAPS else ""
+    print(f"[{map_name} {agent_name} s{seed}] {figures['cells_per_budget']:.1f} cells per episode budget (last 20){goal}, "
+          f"{result['total_cells']} cells, {result['steps_per_s']:.1f} steps/s, {result['updates_per_s']:.1f} updates/s",
+          flush=True)
     return result
+
+
+def _mean_std(values: list[float]) -> str:
+    v = np.asarray(values, np.float64)
+    if v.size == 0 or np.all(np.isnan(v)):
+        return "–"
+    return f"{np.nanmean(v):.1f} ± {np.nanstd(v):.1f}" if v.size > 1 else f"{v[0]:.1f}"
+
+
+def suite_table(results: list[dict], agents: list[str], maps: list[str]) -> tuple[str, list[dict]]:
+    """The markdown table of a suite and its rows as dicts: per map and agent (mean ± std over seeds),
+    then per agent averaged over the maps (the mean of the per-map means)."""
+    rows: list[dict] = []
+    for name in agents:
+        per_map = []
+        for m in maps:
+            rs = [r for r in results if r["agent"] == name and r["map"] == m]
+            if not rs:
+                continue
+            row = {"map": m, "agent": name, "runs": len(rs),
+                   "cells_per_budget": [r["cells_per_budget"] for r in rs],
+                   "total_cells": [r["total_cells"] for r in rs],
+                   "goal_share": [r["early_share"] for r in rs] if m in GOAL_MAPS else None,
+                   "steps_per_s": [r["steps_per_s"] for r in rs]}
+            per_map.append(row)
+            rows.append(row)
+        if len(per_map) > 1:
+            rows.append({"map": "average", "agent": name, "runs": sum(r["runs"] for r in per_map),
+                         "cells_per_budget": [float(np.nanmean(r["cells_per_budget"])) for r in per_map],
+                         "total_cells": [float(np.mean(r["total_cells"])) for r in per_map],
+                         "goal_share": None, "steps_per_s": [float(np.mean(r["steps_per_s"])) for r in per_map]})
+    lines = ["| map | agent | runs | cells per episode budget (last 20) | distinct cells (run) | goal reached (last 20) | steps/s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        goal = "–" if r["goal_share"] is None else _mean_std([100 * g for g in r["goal_share"]]) + " %"
+        spread = "over maps" if r["map"] == "average" else ""
+        lines.append(f"| {r['map']} | {r['agent']} | {r['runs']} | {_mean_std(r['cells_per_budget'])} {spread} | "
+                     f"{_mean_std(r['total_cells'])} | {goal} | {np.mean(r['steps_per_s']):.0f} |".replace("  |", " |"))
+    return "\n".join(lines) + "\n", rows
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run")
+    ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run (per map with --suite)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--agents", nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
                     help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior, on the learner's stick range), original, "
-                         f"or a novelty signal ({', '.join(SIGNALS)})")
+                         f"frozen (the default learning agent, learning off), or a novelty signal ({', '.join(SIGNALS)})")
+    ap.add_argument("--suite", action="store_true", help=f"run on every map of the suite ({', '.join(MAPS)})")
+    ap.add_argument("--maps", nargs="+", choices=list(MAPS), help="run on these maps of the suite only")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
-                    help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents")
+                    help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents; game.KEY=VALUE for all agents "
+                         "(after each map's own settings)")
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow intra-op threads (0 = default)")
-    ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png and the runs")
+    ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     if args.threads:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    maps = args.maps or (list(MAPS) if args.suite else ["my_way_home"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for name in args.agents:
-        for seed in args.seeds:
-            r = run(name, seed, args.steps, args.overrides, out)
-            results.append(r)
-            (out / "results.json").write_text(json.dumps(results))
-            if r["failure"]:
-                print(f"[{name} s{seed}] update failed: {r['failure']}\n{r['guard']}", flush=True)
-    print(f"\n{'agent':<10} {'seeds':<8} {'cells/episode (last 20)':>24} {'total cells':>12} {'steps/s':>9} {'updates/s':>10}")
-    for name in args.agents:
-        rs = [r for r in results if r["agent"] == name]
-        cov = [r["coverage_last20"] for r in rs]
-        print(f"{name:<10} {len(rs):<8} {np.mean(cov):>15.1f} ± {np.std(cov):<6.1f} {np.mean([r['total_cells'] for r in rs]):>12.1f} "
-              f"{np.mean([r['steps_per_s'] for r in rs]):>9.1f} {np.mean([r['updates_per_s'] for r in rs]):>10.1f}")
+    for map_name in maps:
+        for name in args.agents:
+            for seed in args.seeds:
+                r = run(name, seed, args.steps, args.overrides, out, map_name)
+                results.append(r)
+                (out / "results.json").write_text(json.dumps(results))
+                if r["failure"]:
+                    print(f"[{name} s{seed}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    table, rows = suite_table(results, args.agents, maps)
+    (out / "suite.md").write_text(table)
+    (out / "suite.json").write_text(json.dumps({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,
+                                                "seeds": args.seeds, "overrides": args.overrides,
+                                                "table": rows, "runs": results}, indent=1))
+    print("\n" + table)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name in args.agents:
-        for r in (r for r in results if r["agent"] == name):
+    fig, axes = plt.subplots(1, len(maps), figsize=(8 * len(maps), 5), squeeze=False)
+    for ax, map_name in zip(axes[0], maps, strict=True):
+        for r in (r for r in results if r["map"] == map_name):
             if r["curve"]:
                 xs, ys = zip(*r["curve"], strict=True)
                 smooth = np.convolve(ys, np.ones(5) / 5, mode="valid") if len(ys) >= 5 else ys
-                ax.plot(xs[len(xs) - len(smooth):], smooth, label=f"{name} s{r['seed']}")
-    ax.set_xlabel("agent steps")
-    ax.set_ylabel("cells visited per episode (5-episode mean)")
-    ax.set_title("my_way_home exploration coverage")
-    ax.legend(fontsize=7)
+                ax.plot(xs[len(xs) - len(smooth):], smooth, label=f"{r['agent']} s{r['seed']}")
+        ax.set_xlabel("agent steps")
+        ax.set_ylabel("cells visited per episode (5-episode mean)")
+        ax.set_title(f"{map_name} exploration coverage")
+        ax.legend(fontsize=7)
     fig.savefig(out / "coverage.png", dpi=100)
-    print(f"wrote {out / 'results.json'} and {out / 'coverage.png'}")
+    print(f"wrote {out / 'results.json'}, {out / 'suite.md'}, {out / 'suite.json'} and {out / 'coverage.png'}")
     return 0
 
 

@@ -54,6 +54,11 @@ class DoomEnv:
         self.ring.push(self.game.grab())
         return self._step(last=self.game.episode_ended)
 
+    @property
+    def outcome(self) -> str | None:
+        """How the episode that just ended ended: ``"goal"``, ``"death"`` or ``"timeout"``."""
+        return self.game.outcome
+
     def idle(self) -> None:
         self.pad.neutral()
         time.sleep(0.05)

@@ -15,22 +15,55 @@ walk y         ``MOVE_FORWARD_BACKWARD_DELTA`` ``move_scale`` units
 Positive camera x turns right, positive camera y looks up, positive walk y
 moves forward, positive walk x strafes right. The player's position is
 reported for measurement only and is never part of an observation.
+
+Pad buttons reach the engine's binary buttons, in the order of :data:`BUTTONS`
+(see :data:`ENGINE_BUTTONS`): A is ``USE``, which opens doors, presses switches
+and rides lifts. Doom acts on a press, not on a held button: holding A uses
+once; pressing again on a door that is still opening sends it back down.
+Other pad buttons are left unmapped on purpose: ``ATTACK`` (RT) spends ammunition, wakes
+monsters and changes the picture without moving (novelty for nothing), and
+``SPEED`` (clicking the left stick) does nothing here, because the delta
+controls set the speed (``move_scale``); ``JUMP`` and ``CROUCH`` are not part of
+Doom's maps, which were built without them.
+
+The map is checked before the engine starts (a missing map would silently
+start another one), and the engine process is tied to this one (see
+:mod:`explorer.envs.doom_process`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
 from explorer.core import NEUTRAL, ExplorerError, clamp
+from explorer.envs import doom_process
 from explorer.envs.screen import observation_shape, to_observation
+from explorer.envs.wad import Wad, WadError, read_wad
 
 _RESOLUTIONS = {"160x120": "RES_160X120", "320x240": "RES_320X240", "640x480": "RES_640X480"}
+
+#: pad buttons the engine takes, in the order of :attr:`DoomGame.buttons` (Xbox 360 names, lower case)
+BUTTONS: tuple[str, ...] = ("a",)
+#: the ViZDoom button each pad button presses
+ENGINE_BUTTONS: dict[str, str] = {"a": "USE"}
+#: all buttons released, ``float32[len(BUTTONS)]``
+RELEASED = np.zeros(len(BUTTONS), np.float32)
+
+#: WADs shipped inside the vizdoom package, usable by name as ``game.wad``
+BUNDLED_WADS = ("freedoom1", "freedoom2")
+
+#: explorer's own scenarios (``<name>.cfg`` beside this module), found before ViZDoom's
+OWN_SCENARIOS = Path(__file__).resolve().parent
 
 
 class GameError(ExplorerError):
@@ -64,14 +97,21 @@ class DoomGame:
         self.shape = observation_shape(obs)
         self._vzd = vzd
         self._lock = threading.Lock()
+        for note in doom_process.reap_leftovers():
+            print(f"explorer: {note}", file=sys.stderr)
+        if config.visible or config.realtime:
+            problem = doom_process.display_problem()
+            if problem is not None:
+                raise GameError(f"game.visible/game.realtime open an engine window, but {problem}: set DISPLAY to a "
+                                "running X server, or run under Xvfb (xvfb-run -a explorer ...)")
         game = vzd.DoomGame()
-        game.load_config(_scenario_path(config.scenario, vzd.scenarios_path))
-        if config.wad:
-            if not Path(config.wad).is_file():
-                raise GameError(f"game.wad = {config.wad!r} does not exist")
-            game.set_doom_scenario_path(config.wad)
+        _load_scenario(game, _scenario_path(config.scenario, vzd.scenarios_path))
+        wad = _set_wad(game, config.wad, os.path.dirname(vzd.__file__)) if config.wad else None
         if config.map:
             game.set_doom_map(config.map)
+        elif wad is not None and wad.maps:
+            game.set_doom_map(wad.maps[0].lower())
+        _check_map(game, config, os.path.dirname(vzd.__file__))
         game.set_screen_resolution(getattr(vzd.ScreenResolution, _RESOLUTIONS[config.resolution]))
         game.set_screen_format(vzd.ScreenFormat.RGB24)
         game.set_render_hud(False)
@@ -82,6 +122,7 @@ class DoomGame:
             vzd.Button.LOOK_UP_DOWN_DELTA,
             vzd.Button.MOVE_LEFT_RIGHT_DELTA,
             vzd.Button.MOVE_FORWARD_BACKWARD_DELTA,
+            *(getattr(vzd.Button, ENGINE_BUTTONS[name]) for name in BUTTONS),
         ])
         game.set_available_game_variables([vzd.GameVariable.POSITION_X, vzd.GameVariable.POSITION_Y, vzd.GameVariable.ANGLE])
         game.set_episode_timeout(config.episode_steps * config.frame_skip + game.get_episode_start_time())
@@ -90,17 +131,26 @@ class DoomGame:
         game.set_sound_enabled(False)
         game.set_seed(config.seed)
         game.add_game_args("+freelook 1" if config.look_scale > 0 else "+freelook 0")
+        for arg in config.args:
+            game.add_game_args(arg)
+        _start(game, os.path.dirname(vzd.__file__))
         try:
-            game.init()
-        except Exception as err:
-            raise GameError(f"ViZDoom failed to start ({type(err).__name__}: {err})"
-                            + ("; a visible window needs a display (DISPLAY set, or run under Xvfb)" if config.visible or config.realtime else "")) from err
+            self._setup(game)
+        except BaseException:
+            game.close()
+            raise
+
+    def _setup(self, game: Any) -> None:
+        """State of a started engine; the real-time engine thread starts here."""
+        config = self.config
         self.game = game
         self.action = NEUTRAL.copy()
+        self.buttons = RELEASED.copy()  # float32[len(BUTTONS)], 1 = pressed; replaced whole, never written in place
         self.episode = 0
         self.episode_step = 0
         self.total_steps = 0
         self.episode_ended = False
+        self.outcome: str | None = None  # how the ended episode ended: "goal", "death" or "timeout"
         self.tics = 0  # engine tics run in real-time mode
         self._frame = self._read_frame()
         self._position = self._read_position()
@@ -118,7 +168,8 @@ class DoomGame:
         c, a = self.config, self.action
         # LOOK_UP_DOWN_DELTA is positive downwards; camera y is positive upwards.
         return [float(a[0]) * c.turn_scale, -float(a[1]) * c.look_scale,
-                float(a[2]) * c.strafe_scale, float(a[3]) * c.move_scale]
+                float(a[2]) * c.strafe_scale, float(a[3]) * c.move_scale,
+                *(1.0 if b > 0.5 else 0.0 for b in self.buttons)]
 
     def _run_engine(self) -> None:
         """Real-time mode: the engine runs tic after tic at its own 35 tics/s, as a game does,
@@ -164,7 +215,11 @@ class DoomGame:
 
     # Clock
     def advance(self) -> None:
-        """Synchronous mode: apply the current sticks for one agent step (``frame_skip`` tics).
+        """Synchronous mode: apply the current sticks and buttons for one agent step (``frame_skip`` tics).
+
+        When this step ends the episode, :attr:`outcome` says how: ``"goal"`` (the
+        map ended it early: its exit, or a scenario's goal such as my_way_home's
+        vest), ``"death"`` or ``"timeout"`` (``episode_steps`` ran out).
 
         In real-time mode the engine thread applies the sticks on its next tic; this does nothing.
         """
@@ -175,8 +230,12 @@ class DoomGame:
             self.game.make_action(self._buttons(), c.frame_skip)
             self.episode_step += 1
             self.total_steps += 1
-            self.episode_ended = self.game.is_episode_finished() or self.episode_step >= c.episode_steps
-            if not self.game.is_episode_finished():
+            finished = self.game.is_episode_finished()
+            self.episode_ended = finished or self.episode_step >= c.episode_steps
+            if self.episode_ended:
+                self.outcome = ("death" if self.game.is_player_dead()
+                                else "goal" if finished and self.episode_step < c.episode_steps else "timeout")
+            if not finished:
                 self._frame = self._read_frame()
 
     def new_episode(self) -> None:
@@ -186,6 +245,7 @@ class DoomGame:
             self.episode += 1
             self.episode_step = 0
             self.episode_ended = False
+            self.outcome = None
             self._frame = self._read_frame()
 
     def position(self) -> Position:
@@ -208,7 +268,11 @@ class DoomGame:
 
 
 class DoomPad:
-    """The pad bridge: a :class:`~explorer.envs.pad.Pad` whose sticks drive a :class:`DoomGame`."""
+    """The pad bridge: a :class:`~explorer.envs.pad.Pad` whose sticks and buttons drive a :class:`DoomGame`.
+
+    Button names are those of :data:`BUTTONS`; sticks and buttons are applied
+    together on every engine step until changed.
+    """
 
     def __init__(self, game: DoomGame):
         self.game = game
@@ -216,7 +280,42 @@ class DoomPad:
     def send(self, action: np.ndarray) -> None:
         self.game.action = clamp(action)  # one reference swap: the engine thread never sees half an action
 
+    def send_buttons(self, states: Mapping[str, bool] | np.ndarray) -> None:
+        """Set every button at once.
+
+        Args:
+          states: ``{name: pressed}`` for some of :data:`BUTTONS` (the others are
+            released), or ``float32[len(BUTTONS)]`` in that order (> 0.5 is pressed).
+        """
+        if isinstance(states, Mapping):
+            unknown = sorted(set(states) - set(BUTTONS))
+            if unknown:
+                raise ValueError(f"unknown pad button(s) {', '.join(unknown)}; the game takes {', '.join(BUTTONS)}")
+            values = np.array([1.0 if states.get(name) else 0.0 for name in BUTTONS], np.float32)
+        else:
+            values = np.asarray(states, np.float32).reshape(-1)
+            if values.shape != RELEASED.shape:
+                raise ValueError(f"button states have {len(BUTTONS)} entries {BUTTONS}, got shape {np.shape(states)}")
+            values = np.where(values > 0.5, 1.0, 0.0).astype(np.float32)  # NaN is released
+        self.game.buttons = values  # one reference swap, as for the sticks
+
+    def press(self, name: str) -> None:
+        """Hold button ``name`` down until :meth:`release` or :meth:`neutral`."""
+        self._set(name, 1.0)
+
+    def release(self, name: str) -> None:
+        self._set(name, 0.0)
+
+    def _set(self, name: str, value: float) -> None:
+        if name not in BUTTONS:
+            raise ValueError(f"unknown pad button {name!r}; the game takes {', '.join(BUTTONS)}")
+        values = self.game.buttons.copy()
+        values[BUTTONS.index(name)] = value
+        self.game.buttons = values
+
     def neutral(self) -> None:
+        """Centre the sticks and release every button."""
+        self.game.buttons = RELEASED.copy()
         self.send(NEUTRAL)
 
     def close(self) -> None:
@@ -228,8 +327,116 @@ def _scenario_path(scenario: str, bundled: str) -> str:
         if not os.path.isfile(scenario):
             raise GameError(f"game.scenario = {scenario!r}: no such file")
         return scenario
-    path = os.path.join(bundled, f"{scenario}.cfg")
-    if not os.path.isfile(path):
-        names = sorted(f[:-4] for f in os.listdir(bundled) if f.endswith(".cfg"))
-        raise GameError(f"game.scenario = {scenario!r} is not a bundled scenario; choose one of {', '.join(names)} or give a .cfg path")
-    return path
+    for folder in (OWN_SCENARIOS, Path(bundled)):
+        path = folder / f"{scenario}.cfg"
+        if path.is_file():
+            return str(path)
+    names = sorted({f.stem for folder in (OWN_SCENARIOS, Path(bundled)) for f in folder.glob("*.cfg")})
+    raise GameError(f"game.scenario = {scenario!r} is not a bundled scenario; choose one of {', '.join(names)} or give a .cfg path")
+
+
+def _load_scenario(game: Any, path: str) -> None:
+    """``game.load_config(path)``, an error naming the file and its first bad line when ViZDoom rejects a line."""
+    with tempfile.TemporaryFile() as err:
+        # ViZDoom prints what it rejects on the C++ side, to file descriptor 2, and only returns False.
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(err.fileno(), 2)
+            ok = game.load_config(path)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        lines = [line.strip() for line in err.read().decode(errors="replace").splitlines() if line.strip()]
+    if not ok:
+        first = lines[0].split('". ', 1)[-1].removesuffix(" Line ignored.") if lines else "ViZDoom could not read it"
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise GameError(f"game.scenario = {path!r} is not a valid ViZDoom scenario file: {first}{more}; "
+                        "fix the file (key = value lines, # comments) or choose a bundled scenario")
+
+
+def _set_wad(game: Any, name: str, package_dir: str) -> Wad | None:
+    """Put ``game.wad`` in place of the scenario's WAD(s); returns what it holds (None for a pk3).
+
+    An IWAD (a whole game, like the Freedoom WADs) replaces the scenario's game
+    and drops its map WAD; a PWAD (or a pk3) replaces the map WAD, on the scenario's game.
+    """
+    if name in BUNDLED_WADS:
+        path = Path(package_dir) / f"{name}.wad"
+    else:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise GameError(f"game.wad = {name!r} is neither a bundled WAD ({', '.join(BUNDLED_WADS)}) nor an "
+                            "existing file; give one of those names or the path of a .wad file")
+    try:
+        wad = read_wad(path)
+    except WadError as err:
+        if _is_zip(path):  # a pk3: ZDoom's zipped map package, taken as the map file without a map check
+            game.set_doom_scenario_path(str(path))
+            return None
+        raise GameError(f"game.wad = {name!r}: {err}") from err
+    except OSError as err:
+        raise GameError(f"game.wad = {name!r}: {err}") from err
+    if wad.kind == "IWAD":
+        game.set_doom_game_path(str(path))
+        game.set_doom_scenario_path("")
+    else:
+        game.set_doom_scenario_path(str(path))
+    return wad
+
+
+def _is_zip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def _default_iwad(package_dir: str) -> str:
+    """The game WAD ViZDoom picks when none is set (its own search order), or "" when there is none."""
+    for name in ("doom2.wad", "freedoom2.wad"):
+        for folder in (".", package_dir):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                return path
+    return ""
+
+
+def _check_map(game: Any, config: GameConfig, package_dir: str) -> None:
+    """Raise :class:`GameError` unless the map to start is in the game or map WAD (the engine would start another)."""
+    wads = []
+    for path, what in ((game.get_doom_game_path() or _default_iwad(package_dir), "game WAD"),
+                       (game.get_doom_scenario_path(), "map WAD")):
+        if not path:
+            continue
+        if not os.path.isfile(path):
+            raise GameError(f"the scenario's {what} {path} does not exist; set game.wad to freedoom1, freedoom2 or a .wad path")
+        try:
+            wads.append(read_wad(path))
+        except WadError:
+            return  # a pk3 or another format the engine reads: its maps are not listed here
+        except OSError as err:
+            raise GameError(f"the scenario's {what}: {err}") from err
+    maps = list(dict.fromkeys(m for w in wads for m in w.maps))
+    name = (game.get_doom_map() or "map01").upper()
+    if not wads or name in maps:
+        return
+    where = " + ".join(w.path.name for w in wads)
+    key = f"game.map = {config.map!r}" if config.map else f"the scenario's map {name}"
+    raise GameError(f"{key} is not in {where}; its maps: {', '.join(maps) or 'none'}")
+
+
+def _start(game: Any, package_dir: str) -> None:
+    """``game.init()`` with the engine tied to this process, Ctrl-C held back until it has started."""
+    launcher = doom_process.engine_launcher(game.get_vizdoom_path() or os.path.join(package_dir, "vizdoom"))
+    if launcher is not None:
+        game.set_vizdoom_path(launcher)
+    os.environ[doom_process.OWNER_ENV] = str(os.getpid())  # read by the launcher and by reap_leftovers
+    try:
+        with doom_process.deferred_sigint():
+            try:
+                game.init()
+            except Exception as err:
+                raise GameError(f"ViZDoom failed to start ({type(err).__name__}: {err})") from err
+    except KeyboardInterrupt:
+        game.close()
+        raise

@@ -87,7 +87,8 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         coverage.attach(driver)
         bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
         stack.callback(bar.close)
-        MetricsLog(run, config.run.log_every, lambda: done[0], coverage).attach(driver)
+        MetricsLog(run, config.run.log_every, lambda: done[0], coverage,
+                   episode_info=lambda: {"outcome": env.outcome}).attach(driver)
         driver.on_step(lambda t: bar.update(1))
         driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
                                                     last20=f"{coverage.coverage.recent_mean():.1f}"))
@@ -111,7 +112,8 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
     else:
         partial = 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
-                              title=f"{config.game.scenario}, agent={config.run.agent}, {stats.steps} steps")
+                              title=f"{config.game.map or config.game.scenario}, agent={config.run.agent}, "
+                                    f"{stats.steps} steps")
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,

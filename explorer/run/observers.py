@@ -73,11 +73,13 @@ class MetricsLog:
       coverage: cells per episode, when the env reports positions.
     """
 
-    def __init__(self, run: RunDir, every: int, done: Callable[[], int], coverage: Coverage | None = None):
+    def __init__(self, run: RunDir, every: int, done: Callable[[], int], coverage: Coverage | None = None,
+                 episode_info: Callable[[], dict[str, Any]] | None = None):
         self.run = run
         self.every = every
         self.done = done
         self.coverage = coverage
+        self.episode_info = episode_info
         self.window: dict[str, list[float]] = {}
         self.actions: list[np.ndarray] = []
 
@@ -111,7 +113,8 @@ class MetricsLog:
         assert self.coverage is not None
         cov = self.coverage.coverage
         cells = cov.per_episode[-1]
-        self.run.log({"step": self.done(), "episode": n, "cells": cells})
+        info = self.episode_info() if self.episode_info is not None else {}
+        self.run.log({"step": self.done(), "episode": n, "cells": cells, **info})
         self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
 
 

@@ -1,0 +1,76 @@
+"""tools/bench_explore.py: the per-budget coverage rule, goal counting and a short --suite run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from explorer.config import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_explore", ROOT / "tools" / "bench_explore.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reaching_the_goal_early_is_not_punished_by_the_coverage_figure(bench):
+    # three episodes of a 525-step budget; the second reached the goal after 100 steps with 6 cells
+    f = bench.episode_figures(ends=[525, 625, 1150], cells=[20, 6, 22], budget=525)
+    assert f["episode_lengths"] == [525, 100, 525]
+    assert f["cells_per_budget"] == pytest.approx(48 / 1150 * 525)  # 21.9: above the full episodes' 21
+    assert f["cells_mean"] == pytest.approx(16.0)  # what a plain mean would have said
+    assert (f["early"], f["early_share"], f["early_total"], f["episodes"]) == (1, pytest.approx(1 / 3), 1, 3)
+
+
+def test_full_episodes_give_the_plain_mean_and_only_the_last_20_count(bench):
+    ends = [50 * (i + 1) for i in range(25)]
+    cells = list(range(25))
+    f = bench.episode_figures(ends, cells, budget=50)
+    assert f["cells_per_budget"] == pytest.approx(sum(range(5, 25)) / 20)  # the last 20, all full
+    assert f["early"] == 0 and f["early_total"] == 0
+    resumed = bench.episode_figures([1050, 2100], [7, 9], budget=1050, start=0)
+    assert resumed["cells_per_budget"] == pytest.approx(8.0)
+    assert math.isnan(bench.episode_figures([], [], budget=525)["cells_per_budget"])
+
+
+def test_suite_table_reports_maps_goal_share_and_the_average(bench):
+    def r(agent, m, cells, total, early_share):
+        return {"agent": agent, "map": m, "cells_per_budget": cells, "total_cells": total,
+                "early_share": early_share, "steps_per_s": 100.0}
+
+    results = [r("sticky", "my_way_home", 20.0, 100, 0.25), r("sticky", "my_way_home", 30.0, 120, 0.75),
+               r("sticky", "E1M1", 40.0, 300, 0.0)]
+    table, rows = bench.suite_table(results, ["sticky"], ["my_way_home", "E1M1"])
+    lines = table.splitlines()
+    assert lines[2] == "| my_way_home | sticky | 2 | 25.0 ± 5.0 | 110.0 ± 10.0 | 50.0 ± 25.0 % | 100 |"
+    assert lines[3] == "| E1M1 | sticky | 1 | 40.0 | 300.0 | – | 100 |"
+    assert lines[4] == "| average | sticky | 3 | 32.5 ± 7.5 over maps | 205.0 ± 95.0 | – | 100 |"
+    assert rows[-1]["cells_per_budget"] == [25.0, 40.0]
+
+
+@pytest.mark.slow
+def test_suite_runs_every_map_and_writes_table_and_json(bench, tmp_path):
+    rc = bench.main(["--suite", "--steps", "130", "--seeds", "0", "--agents", "sticky", "--out", str(tmp_path),
+                     "--set", "game.episode_steps=60"])
+    assert rc == 0
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [r["map"] for r in suite["runs"]] == ["my_way_home", "E1M1", "E1M2", "E1M3"]
+    for run in suite["runs"]:
+        assert run["steps"] == 130 and run["episode_steps"] == 60
+        assert sum(run["episode_lengths"]) <= 130 and run["episodes"] == len(run["per_episode"]) >= 2
+        assert run["cells_per_budget"] >= 1 and run["total_cells"] >= 1
+        config = load(Path(run["run_dir"]) / "config.toml")
+        if run["map"] != "my_way_home":
+            assert (config.game.wad, config.game.map, config.game.args) == ("freedoom1", run["map"], ("-nomonsters",))
+    table = (tmp_path / "suite.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| my_way_home", "| E1M1", "| E1M2", "| E1M3", "| average"]
+    assert (tmp_path / "coverage.png").stat().st_size > 1000
