@@ -367,21 +367,75 @@ def config_problems(config: Config) -> list[str]:
     return problems
 
 
-def memory_needed(config: Config) -> dict[str, int]:
-    """Bytes of the largest buffers a learning run allocates, by what holds them (a lower bound of its memory).
+def _encoder_flat(config: Config) -> int:
+    """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
+    h, w, c = frame_shape(config.observation)
+    filters = config.learner.filters
+    for _ in filters:
+        h, w = (h - 3) // 2 + 1, (w - 3) // 2 + 1
+    return max(h, 1) * max(w, 1) * (filters[-1] if filters else c * config.observation.stack)
 
-    ``replay``: the replay's cap; ``ring``: the frame ring; ``batch``: one sampled batch
-    (observations and next observations, as ``uint8`` and as the ``float32`` the encoders scale them to).
+
+def _first_conv(config: Config) -> int:
+    """Values one picture's first learner convolution outputs (0 without convolutions)."""
+    h, w, _ = frame_shape(config.observation)
+    f = config.learner.filters
+    return ((h - 3) // 2 + 1) * ((w - 3) // 2 + 1) * f[0] if f else 0
+
+
+def memory_needed(config: Config) -> dict[str, int]:
+    """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
+
+    ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
+    sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
+    encoders scale them to, and the first convolution's outputs of the four encoder passes of
+    an update); ``networks``: the largest weight matrices (``hidden x hidden`` of
+    each critic, target and actor head, the dense layer of each encoder) with Adam's two copies
+    of the trained ones, ``float32``; ``novelty``: the episodic memory and recent frames;
+    ``record``: one chunk of frames when recording.
     """
-    frame_bytes = math.prod(frame_shape(config.observation))
-    stacked = frame_bytes * config.observation.stack
+    obs, learner, novelty = config.observation, config.learner, config.novelty
+    frame_bytes = math.prod(frame_shape(obs))
+    stacked = frame_bytes * obs.stack
+    dense = _encoder_flat(config) * learner.feature
+    # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
+    encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
+    heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
+    dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
+    memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
+    recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
     return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
             "ring": config.ring.capacity * frame_bytes,
-            "batch": config.learner.batch_size * 2 * stacked * (1 + 4)}
+            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * 4 * _first_conv(config)),
+            "networks": 4 * (encoders + heads),
+            "novelty": memory + recent,
+            "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
+
+
+def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
+    """The settings that size each entry of :func:`memory_needed`."""
+    novelty = config.novelty
+    if novelty.signal == "pixel":
+        novelty_keys: tuple[str, ...] = ("novelty.pixel_window",)
+    elif novelty.embedding == "histogram":
+        novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
+    else:
+        novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
+    return {"replay": ("learner.replay_mb",), "ring": ("ring.capacity",), "batch": ("learner.batch_size",),
+            "networks": ("learner.hidden", "learner.feature"), "novelty": novelty_keys,
+            "record": ("record.chunk_frames",)}
+
+
+def _setting(flat: dict[str, Any], key: str) -> str:
+    value = flat[key]
+    return f"{key} = {value:g}" if isinstance(value, float) else f"{key} = {value}"
 
 
 def check_memory(config: Config, available: int | None = None) -> None:
-    """Raise :class:`ConfigError` when the buffers of :func:`memory_needed` exceed the memory free now.
+    """Raise :class:`ConfigError` when what :func:`memory_needed` counts exceeds the memory free now.
+
+    A run that cannot hold its buffers is stopped here, with the settings to lower, rather
+    than by the kernel once it has taken all the memory.
 
     Args:
       available: free bytes; None asks the machine (``psutil``).
@@ -390,16 +444,16 @@ def check_memory(config: Config, available: int | None = None) -> None:
     if available is None:
         import psutil
         available = int(psutil.virtual_memory().available)
-    if sum(need.values()) <= available:
+    total = sum(need.values())
+    if total <= available:
         return
     gib = 2**30
-    h, w, c = frame_shape(config.observation)
-    raise ConfigError(
-        f"this run needs at least {sum(need.values()) / gib:.1f} GiB but {available / gib:.1f} GiB of memory are "
-        f"free: the replay (learner.replay_mb = {config.learner.replay_mb:g}) {need['replay'] / gib:.1f} GiB, the "
-        f"frame ring (ring.capacity = {config.ring.capacity} frames of {h}x{w}x{c}) {need['ring'] / gib:.1f} GiB, "
-        f"one batch (learner.batch_size = {config.learner.batch_size}) {need['batch'] / gib:.1f} GiB; lower "
-        f"learner.replay_mb, learner.batch_size or ring.capacity, or free memory")
+    flat, names = _flatten(config.to_dict()), _memory_keys(config)
+    big = [k for k in sorted(need, key=need.__getitem__, reverse=True) if need[k] >= total / 100]
+    parts = [f"{k} {need[k] / gib:.1f} GiB ({', '.join(_setting(flat, s) for s in names[k])})" for k in big]
+    keys = [s for k in big for s in names[k]]
+    raise ConfigError(f"this run needs at least {total / gib:.1f} GiB of memory but {available / gib:.1f} GiB are "
+                      f"free: {'; '.join(parts)}; lower {' or '.join(keys)}, or free memory")
 
 
 def quote(text: str) -> str:
@@ -519,15 +573,15 @@ def read_config_text(path: str | Path) -> str:
     """
     path = Path(path)
     hint = "pass --config with the path of a TOML file"
-    if path.is_dir():
-        inside = path / "config.toml"
-        raise ConfigError(f"config file {path} is a folder, not a file; {hint}"
-                          + (f", such as {inside}" if inside.is_file() else ""))
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist; {hint}")
-    if not path.is_file():
-        raise ConfigError(f"config file {path} is not a regular file; {hint}")
     try:
+        if path.is_dir():
+            inside = path / "config.toml"
+            raise ConfigError(f"config file {path} is a folder, not a file; {hint}"
+                              + (f", such as {inside}" if inside.is_file() else ""))
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist; {hint}")
+        if not path.is_file():
+            raise ConfigError(f"config file {path} is not a regular file; {hint}")
         data = path.read_bytes()
     except PermissionError:
         raise ConfigError(f"config file {path} cannot be read: permission denied; make it readable "

@@ -140,6 +140,8 @@ def test_an_unreadable_config_file_says_what_to_do(tmp_path, monkeypatch):
         cfg.load(path)
     with pytest.raises(cfg.ConfigError, match="is not a regular file"):
         cfg.load("/dev/null")
+    with pytest.raises(cfg.ConfigError, match="cannot be read: File name too long; pass --config"):
+        cfg.load(tmp_path / ("x" * 5000))
     with pytest.raises(cfg.ConfigError, match="cannot be read"):
         cfg.missing_keys(path)  # the resume path reads the same file the same way
 
@@ -278,14 +280,30 @@ def test_several_problems_are_listed_one_a_line():
     assert [line.split(" = ")[0] for line in lines] == ["invalid configuration:", "  ring.capacity", "  learner.augment"]
 
 
-def test_buffers_beyond_the_free_memory_fail_at_load():
+def test_buffers_beyond_the_free_memory_fail_at_load(monkeypatch):
+    import psutil
+
     config = cfg.Config()
     need = cfg.memory_needed(config)
-    assert need == {"replay": 50934 * (64 * 64 * 3 + 64), "ring": 64 * 64 * 64 * 3, "batch": 32 * 2 * 64 * 64 * 9 * 5}
+    first_conv = 31 * 31 * 16  # 64 -> 31 pixels, 16 filters
+    assert need["replay"] == 50934 * (64 * 64 * 3 + 64) and need["ring"] == 64 * 64 * 64 * 3
+    assert need["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 4 * first_conv)
+    assert need["networks"] == 4 * (7 * 7 * 32 * 128 * 7 + 256**2 * 11)
+    assert need["novelty"] == 1024 * 216 * 4 and need["record"] == 0
     cfg.check_memory(config, available=sum(need.values()))
     with pytest.raises(cfg.ConfigError) as err:
         cfg.check_memory(config.replace(**{"learner.replay_mb": 8000.0}), available=4 * 2**30)
-    assert str(err.value) == (
-        "this run needs at least 7.8 GiB but 4.0 GiB of memory are free: the replay (learner.replay_mb = 8000) "
-        "7.8 GiB, the frame ring (ring.capacity = 64 frames of 64x64x3) 0.0 GiB, one batch (learner.batch_size = 32) "
-        "0.0 GiB; lower learner.replay_mb, learner.batch_size or ring.capacity, or free memory")
+    assert str(err.value) == ("this run needs at least 7.8 GiB of memory but 4.0 GiB are free: replay 7.8 GiB "
+                              "(learner.replay_mb = 8000); lower learner.replay_mb, or free memory")
+    with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.hidden = 60000, learner.feature = 128\); "
+                       r"lower learner.hidden or learner.feature, or free memory$"):
+        cfg.check_memory(config.replace(**{"learner.hidden": 60000}), available=4 * 2**30)
+
+    class Machine:
+        available = 2**30
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Machine())
+    assert cfg.load(None, []).learner.replay_mb == 600  # 0.6 GiB fit in 1 GiB
+    with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 2.0 GiB of memory but 1.0 GiB are free: "
+                       r"replay 1.5 GiB \(learner.replay_mb = 1500\); batch"):
+        cfg.load(None, ["learner.replay_mb=1500", "learner.batch_size=1000"])
