@@ -367,6 +367,28 @@ def config_problems(config: Config) -> list[str]:
     return problems
 
 
+def explore_warnings(config: Config) -> list[str]:
+    """What makes an explore run of the learning agent learn nothing, one sentence each (to print, not refuse).
+
+    A short smoke run is legitimate, so these are warnings: the run goes on, and says what it measures.
+    ``run.steps`` counts from the start of the run, resumptions included, as warm-up does.
+    """
+    run, learner = config.run, config.learner
+    if run.agent != "explorer":
+        return []
+    if run.steps <= learner.warmup_steps:
+        return [f"run.steps = {run.steps} ends before learner.warmup_steps = {learner.warmup_steps}: the actor never "
+                f"acts and nothing is learned, so this run measures the warm-up's random sticks; raise run.steps or "
+                f"lower learner.warmup_steps"]
+    # the first update waits for a batch of transitions, one per decision of action_repeat steps
+    first = max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+    if run.steps <= first:
+        return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
+                f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
+                f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
+    return []
+
+
 def _encoder_flat(config: Config) -> int:
     """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
     h, w, c = frame_shape(config.observation)

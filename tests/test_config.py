@@ -307,3 +307,15 @@ def test_buffers_beyond_the_free_memory_fail_at_load(monkeypatch):
     with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 2.0 GiB of memory but 1.0 GiB are free: "
                        r"replay 1.5 GiB \(learner.replay_mb = 1500\); batch"):
         cfg.load(None, ["learner.replay_mb=1500", "learner.batch_size=1000"])
+
+
+def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
+    assert cfg.explore_warnings(cfg.Config()) == []
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=160"]))
+    assert warning == ("run.steps = 160 ends before learner.warmup_steps = 1000: the actor never acts and nothing is "
+                       "learned, so this run measures the warm-up's random sticks; raise run.steps or lower "
+                       "learner.warmup_steps")
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=1500", "learner.batch_size=400",
+                                                      "learner.action_repeat=4"]))
+    assert warning.startswith("run.steps = 1500 ends before the first update")
+    assert cfg.explore_warnings(cfg.load(None, ["run.steps=160", "run.agent=sticky"])) == []
