@@ -85,15 +85,20 @@ class ArraysPart:
       check: raises ``ValueError`` (its message says why) when arrays that read back whole do not
         fit (other shapes, more rows than the buffer holds); called before anything changes.
       filename: the archive's name inside the part's folder.
+      lock: held while ``state`` is taken and written, and while ``put`` runs (a replay that
+        another thread fills, whose ``state`` returns views of its buffers).
     """
 
     def __init__(self, state: Callable[[], Mapping[str, np.ndarray]], put: Callable[[dict[str, np.ndarray]], None],
-                 check: Callable[[dict[str, np.ndarray]], None] | None = None, filename: str = "arrays.npz"):
+                 check: Callable[[dict[str, np.ndarray]], None] | None = None, filename: str = "arrays.npz",
+                 lock: contextlib.AbstractContextManager[Any] | None = None):
         self.state, self.put, self.check, self.filename = state, put, check, filename
+        self.lock = lock if lock is not None else contextlib.nullcontext()
 
     def save(self, directory: Path) -> None:
-        arrays: dict[str, Any] = dict(self.state())
-        np.savez(directory / self.filename, **arrays)
+        with self.lock:
+            arrays: dict[str, Any] = dict(self.state())
+            np.savez(directory / self.filename, **arrays)
 
     def load(self, directory: Path) -> Callable[[], None]:
         path = directory / self.filename
@@ -112,7 +117,12 @@ class ArraysPart:
                 self.check(arrays)
             except ValueError as err:
                 raise PartMismatch(f"{path.name}: {err}") from None
-        return lambda: self.put(arrays)
+
+        def commit() -> None:
+            with self.lock:
+                self.put(arrays)
+
+        return commit
 
 
 class JsonPart:

@@ -118,8 +118,10 @@ class RunLock:
         self._fd: int | None = fd
 
     def __del__(self) -> None:  # a run dropped without close() (an exception on the way) still lets go
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 (no module globals: they may be gone at interpreter exit)
             self.release()
+        except Exception:
+            pass
 
     @property
     def held(self) -> bool:

@@ -330,3 +330,16 @@ def test_json_part_round_trips_a_value(tmp_path):
     assert got == []  # loading changes nothing
     commit()
     assert got == [{"steps": 3, "rng": [1, 2]}]
+
+
+def test_arrays_part_holds_its_lock_while_taking_and_putting_the_arrays(tmp_path):
+    import threading
+
+    lock = threading.Lock()
+    held = []
+    part = ArraysPart(lambda: held.append(lock.locked()) or {"a": np.arange(3)},
+                      lambda arrays: held.append((lock.locked(), arrays["a"].tolist())), lock=lock)
+    part.save(tmp_path)
+    part.load(tmp_path)()
+    assert held == [True, (True, [0, 1, 2])]
+    assert not lock.locked()
