@@ -135,6 +135,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
         config = config_mod.load(None, [*args.overrides, *extra], base=config)
     else:
         config = load_config(args, extra)
+    if config.run.agent == "explorer":
+        for warning in config_mod.explore_warnings(config):
+            print(f"explorer: {warning}", file=sys.stderr)
     summary = explore(config, progress=not args.no_progress, run_path=args.resume)
     print(f"run directory: {summary['run_dir']}")
     cells = summary["cells_per_episode_last20"]

@@ -9,6 +9,8 @@ overrides, and validates the result. An unknown key or a wrong type is a
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,7 +30,8 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # NaN and infinity are never meaningful settings (an infinite replay cap, a NaN entropy target).
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class CaptureConfig(_Section):
@@ -261,6 +264,13 @@ class Config(_Section):
     learner: LearnerConfig = LearnerConfig()
     record: RecordConfig = RecordConfig()
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Config:
+        problems = config_problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (tuples as lists), ready for TOML."""
         return self.model_dump(mode="json")
@@ -268,6 +278,223 @@ class Config(_Section):
     def replace(self, **overrides: Any) -> Config:
         """A copy with dotted keys replaced, e.g. ``replace(**{"run.steps": 10})``."""
         return load(None, [f"{k}={_toml_literal(v)}" for k, v in overrides.items()], base=self)
+
+
+# ---------------------------------------------------------------- checks across keys
+
+#: convolutions (kernel 3, stride 2, no padding) of the fixed random CNNs in :mod:`explorer.novelty`
+NOVELTY_CNN_LAYERS = 2
+
+
+def frame_shape(observation: ObservationConfig) -> tuple[int, int, int]:
+    """``(H, W, C)`` of one observation frame: pixels, pixels, channels (1 grey, 3 colour)."""
+    return (observation.height, observation.width, 1 if observation.grayscale else 3)
+
+
+def replay_slots(frame: tuple[int, ...], stack: int, memory_mb: float) -> int:
+    """Frames the replay keeps under ``memory_mb`` MiB, and transitions (one slot per frame).
+
+    Each ``uint8[H, W, C]`` frame costs its ``H*W*C`` bytes plus 64 for its
+    transition's ids, action, reward and context; the replay never holds fewer
+    than four observations of ``stack`` frames.
+    """
+    return max(4 * stack, int(memory_mb * 2**20 / (math.prod(frame) + 64)))
+
+
+def replay_capacity(config: Config) -> int:
+    """Transitions (and frames) the learner's replay holds with this config's frames and ``learner.replay_mb``."""
+    return replay_slots(frame_shape(config.observation), config.observation.stack, config.learner.replay_mb)
+
+
+def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) -> list[str]:
+    """What makes a replay of ``frame``-sized frames under ``learner`` useless, one sentence each.
+
+    Frames usually follow ``observation``; a replay of recorded sessions has the sessions' frames.
+    """
+    n = replay_slots(frame, stack, learner.replay_mb)
+    per_frame = math.prod(frame) + 64
+    holds = (f"learner.replay_mb = {learner.replay_mb:g} holds {n} transitions of "
+             f"{'x'.join(str(s) for s in frame)} frames")
+    problems = []
+    if learner.batch_size > n:
+        # training waits for a batch's worth of transitions, which never come
+        need = math.ceil(learner.batch_size * per_frame / 2**20 * 10) / 10
+        problems.append(f"{holds}; learner.batch_size = {learner.batch_size} needs at least {learner.batch_size}: "
+                        f"raise learner.replay_mb (to {need:.1f} or more) or lower learner.batch_size")
+    # A transition is sampled only while all its frames are held. Across an episode start its oldest
+    # frame lies this many frames back; with fewer held, sampling never finds one and waits forever.
+    span = 2 * stack + (learner.n_step + 1) * learner.action_repeat - 1
+    if n < span:
+        problems.append(f"{holds}, but one transition reaches back 2 * observation.stack + (learner.n_step + 1) * "
+                        f"learner.action_repeat - 1 = {span} frames (observation.stack = {stack}, learner.n_step = "
+                        f"{learner.n_step}, learner.action_repeat = {learner.action_repeat}), so no transition could "
+                        f"be sampled: raise learner.replay_mb or lower learner.n_step or learner.action_repeat")
+    return problems
+
+
+def check_replay(frame: tuple[int, ...], stack: int, learner: LearnerConfig) -> None:
+    """Raise :class:`ConfigError` when a replay of ``frame``-sized frames cannot serve ``learner`` (see :func:`replay_problems`)."""
+    problems = replay_problems(frame, stack, learner)
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def conv_layers_fitting(side: int) -> int:
+    """How many 3x3 stride-2 convolutions without padding a ``side``-pixel picture goes through (each needs 3 pixels)."""
+    layers = 0
+    while side >= 3:
+        side = (side - 3) // 2 + 1
+        layers += 1
+    return layers
+
+
+def config_problems(config: Config) -> list[str]:
+    """Settings that contradict each other so that a run would crash, hang or learn nothing; one sentence each."""
+    obs, learner, novelty = config.observation, config.learner, config.novelty
+    h, w, _ = frame = frame_shape(obs)
+    problems = []
+    if config.ring.capacity <= obs.stack:
+        problems.append(f"ring.capacity = {config.ring.capacity} must be larger than observation.stack = {obs.stack} "
+                        f"(the ring serves the newest observation.stack frames while the next is written): "
+                        f"raise ring.capacity or lower observation.stack")
+    problems += replay_problems(frame, obs.stack, learner)
+    fits = conv_layers_fitting(min(h, w))
+    if len(learner.filters) > fits:
+        problems.append(f"learner.filters = {list(learner.filters)} asks for {len(learner.filters)} convolutions "
+                        f"(kernel 3, stride 2), but frames of observation.height = {h} by observation.width = {w} "
+                        f"pixels go through at most {fits}: drop entries from learner.filters or raise "
+                        f"observation.height and observation.width")
+    if learner.augment > min(h, w):
+        problems.append(f"learner.augment = {learner.augment} pads each picture by more than its size "
+                        f"(observation.height = {h}, observation.width = {w}): lower learner.augment to "
+                        f"{min(h, w)} or less")
+    if novelty.signal in ("rnd", "forward"):
+        cnn, instead = f"novelty.signal = {novelty.signal}", "novelty.signal = pixel or episodic"
+    elif novelty.signal == "episodic" and novelty.embedding != "histogram":
+        cnn, instead = f"novelty.embedding = {novelty.embedding}", "novelty.embedding = histogram"
+    else:
+        cnn = instead = ""
+    if cnn and conv_layers_fitting(min(h, w)) < NOVELTY_CNN_LAYERS:
+        problems.append(f"{cnn} reads frames with a CNN of {NOVELTY_CNN_LAYERS} convolutions (kernel 3, stride 2) "
+                        f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
+                        f"{w}: raise them, or use {instead}")
+    if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
+            and novelty.exclude_recent >= novelty.episode_capacity):
+        problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "
+                        f"{novelty.episode_capacity} embeddings an episode keeps, so every step would earn the same "
+                        f"reward: make novelty.exclude_recent smaller than novelty.episode_capacity")
+    return problems
+
+
+def explore_warnings(config: Config) -> list[str]:
+    """What makes an explore run of the learning agent learn nothing, one sentence each (to print, not refuse).
+
+    A short smoke run is legitimate, so these are warnings: the run goes on, and says what it measures.
+    ``run.steps`` counts from the start of the run, resumptions included, as warm-up does.
+    """
+    run, learner = config.run, config.learner
+    if run.agent != "explorer":
+        return []
+    if run.steps <= learner.warmup_steps:
+        return [f"run.steps = {run.steps} ends before learner.warmup_steps = {learner.warmup_steps}: the actor never "
+                f"acts and nothing is learned, so this run measures the warm-up's random sticks; raise run.steps or "
+                f"lower learner.warmup_steps"]
+    # the first update waits for a batch of transitions, one per decision of action_repeat steps
+    first = max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+    if run.steps <= first:
+        return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
+                f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
+                f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
+    return []
+
+
+def _encoder_flat(config: Config) -> int:
+    """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
+    h, w, c = frame_shape(config.observation)
+    filters = config.learner.filters
+    for _ in filters:
+        h, w = (h - 3) // 2 + 1, (w - 3) // 2 + 1
+    return max(h, 1) * max(w, 1) * (filters[-1] if filters else c * config.observation.stack)
+
+
+def _first_conv(config: Config) -> int:
+    """Values one picture's first learner convolution outputs (0 without convolutions)."""
+    h, w, _ = frame_shape(config.observation)
+    f = config.learner.filters
+    return ((h - 3) // 2 + 1) * ((w - 3) // 2 + 1) * f[0] if f else 0
+
+
+def memory_needed(config: Config) -> dict[str, int]:
+    """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
+
+    ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
+    sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
+    encoders scale them to, and the first convolution's outputs of the four encoder passes of
+    an update); ``networks``: the largest weight matrices (``hidden x hidden`` of
+    each critic, target and actor head, the dense layer of each encoder) with Adam's two copies
+    of the trained ones, ``float32``; ``novelty``: the episodic memory and recent frames;
+    ``record``: one chunk of frames when recording.
+    """
+    obs, learner, novelty = config.observation, config.learner, config.novelty
+    frame_bytes = math.prod(frame_shape(obs))
+    stacked = frame_bytes * obs.stack
+    dense = _encoder_flat(config) * learner.feature
+    # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
+    encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
+    heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
+    dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
+    memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
+    recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
+    return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
+            "ring": config.ring.capacity * frame_bytes,
+            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * 4 * _first_conv(config)),
+            "networks": 4 * (encoders + heads),
+            "novelty": memory + recent,
+            "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
+
+
+def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
+    """The settings that size each entry of :func:`memory_needed`."""
+    novelty = config.novelty
+    if novelty.signal == "pixel":
+        novelty_keys: tuple[str, ...] = ("novelty.pixel_window",)
+    elif novelty.embedding == "histogram":
+        novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
+    else:
+        novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
+    return {"replay": ("learner.replay_mb",), "ring": ("ring.capacity",), "batch": ("learner.batch_size",),
+            "networks": ("learner.hidden", "learner.feature"), "novelty": novelty_keys,
+            "record": ("record.chunk_frames",)}
+
+
+def _setting(flat: dict[str, Any], key: str) -> str:
+    value = flat[key]
+    return f"{key} = {value:g}" if isinstance(value, float) else f"{key} = {value}"
+
+
+def check_memory(config: Config, available: int | None = None) -> None:
+    """Raise :class:`ConfigError` when what :func:`memory_needed` counts exceeds the memory free now.
+
+    A run that cannot hold its buffers is stopped here, with the settings to lower, rather
+    than by the kernel once it has taken all the memory.
+
+    Args:
+      available: free bytes; None asks the machine (``psutil``).
+    """
+    need = memory_needed(config)
+    if available is None:
+        import psutil
+        available = int(psutil.virtual_memory().available)
+    total = sum(need.values())
+    if total <= available:
+        return
+    gib = 2**30
+    flat, names = _flatten(config.to_dict()), _memory_keys(config)
+    big = [k for k in sorted(need, key=need.__getitem__, reverse=True) if need[k] >= total / 100]
+    parts = [f"{k} {need[k] / gib:.1f} GiB ({', '.join(_setting(flat, s) for s in names[k])})" for k in big]
+    keys = [s for k in big for s in names[k]]
+    raise ConfigError(f"this run needs at least {total / gib:.1f} GiB of memory but {available / gib:.1f} GiB are "
+                      f"free: {'; '.join(parts)}; lower {' or '.join(keys)}, or free memory")
 
 
 def quote(text: str) -> str:
@@ -341,19 +568,15 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
       The validated, frozen :class:`Config`.
 
     Raises:
-      ConfigError: a missing or malformed file, an unknown key, a wrong type.
+      ConfigError: a missing, unreadable or malformed file, an unknown key, a wrong type,
+        settings that contradict each other (:func:`config_problems`), or buffers larger
+        than the memory free (:func:`check_memory`).
     """
     tree = (base or Config()).to_dict()
     origins: dict[str, str] = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist; pass --config with the path of a TOML file")
-        try:
-            file_tree = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML: {err}") from err
-        for key, value in _flatten(file_tree).items():
+        for key, value in _flatten(_parse_file(path)).items():
             _merge(tree, key.split("."), value, str(path))
             origins[key] = str(path)
     for text in overrides:
@@ -361,7 +584,7 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"
     try:
-        return Config.model_validate(tree)
+        config = Config.model_validate(tree)
     except ValidationError as err:
         lines = []
         for e in err.errors():
@@ -372,17 +595,77 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)
                 lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
-            elif e["type"] == "value_error" and isinstance(e.get("input"), dict):  # a check across keys of a section
-                named = sorted({o for k, o in origins.items() if k.startswith(key + ".") and k in e["msg"]})
-                lines.append(f"{e['msg'].removeprefix('Value error, ')} (from {', '.join(named) or 'defaults'})")
+            elif e["type"] == "value_error" and isinstance(e.get("input"), dict):  # a check across keys
+                for problem in e["msg"].removeprefix("Value error, ").splitlines():
+                    lines.append(f"{problem} ({_origins_of(problem, origins)})")
             else:
                 lines.append(f"{key} (from {where}): {e['msg']}, got {e.get('input')!r}")
+        if len(lines) == 1:
+            raise ConfigError(f"invalid configuration: {lines[0]}") from None
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+    check_memory(config)
+    return config
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a TOML config file, or a one-line :class:`ConfigError` saying what is wrong with the file.
+
+    A UTF-8 byte-order mark (as Windows editors write) is dropped.
+    """
+    path = Path(path)
+    hint = "pass --config with the path of a TOML file"
+    try:
+        if path.is_dir():
+            inside = path / "config.toml"
+            raise ConfigError(f"config file {path} is a folder, not a file; {hint}"
+                              + (f", such as {inside}" if inside.is_file() else ""))
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist; {hint}")
+        if not path.is_file():
+            raise ConfigError(f"config file {path} is not a regular file; {hint}")
+        data = path.read_bytes()
+    except PermissionError:
+        raise ConfigError(f"config file {path} cannot be read: permission denied; make it readable "
+                          f"(chmod u+r {path}) or {hint}") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path} cannot be read: {err.strerror or err}; {hint}") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"config file {path} is UTF-16 text (as PowerShell's > writes it); save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}); "
+                          f"save it as UTF-8 or {hint}") from None
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read_config_text(path))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+
+
+_KEY = re.compile(r"(?<![\w.])([a-z_]+\.[a-z_0-9]+)(?!\w)")  # a dotted setting name in a message
+
+
+def _origins_of(text: str, origins: dict[str, str]) -> str:
+    """Where the settings named in ``text`` came from: ``from --set``, or ``from --set: a.b; defaults: c.d``."""
+    known = {f"{section}.{key}" for section in Config.model_fields for key in _known_keys(section)}
+    by_origin: dict[str, list[str]] = {}
+    for key in dict.fromkeys(_KEY.findall(text)):
+        if key in known:
+            by_origin.setdefault(origins.get(key, "defaults"), []).append(key)
+    if len(by_origin) <= 1:
+        return f"from {next(iter(by_origin), 'defaults')}"
+    by_origin["defaults"] = by_origin.pop("defaults", [])  # the keys given somewhere come first
+    return "; ".join(f"{o if o == 'defaults' else 'from ' + o}: {', '.join(keys)}"
+                     for o, keys in by_origin.items() if keys)
 
 
 def missing_keys(path: str | Path) -> dict[str, Any]:
     """Settings a TOML file does not set (written by an older version, say), with their defaults."""
-    given = _flatten(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+    given = _flatten(_parse_file(Path(path)))
     return {k: v for k, v in _flatten(Config().to_dict()).items() if k not in given}
 
 

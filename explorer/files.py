@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +25,48 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def atomic_save(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Have ``write`` write a file at a temporary path beside ``path``, then rename it to ``path``.
+
+    The temporary name keeps the suffix (``.<stem>.<random>.tmp.png``), so writers
+    that pick a format from it work, e.g. ``atomic_save(p, lambda tmp: fig.savefig(tmp))``.
+    The file is flushed to disk before the rename and the rename after it, so
+    ``path`` holds the old content or the new one, never a part; when ``write``
+    fails, the temporary file is removed and ``path`` is untouched.
+
+    Returns:
+      ``path``.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        with open(tmp, "r+b") as f:  # writers such as savefig do not fsync
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
+    return path
+
+
+def atomic_write(path: str | Path, data: bytes | str) -> Path:
+    """Write ``data`` (``str`` is encoded as UTF-8) to ``path`` whole or not at all (see :func:`atomic_save`)."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+
+    return atomic_save(path, write)
 
 
 def write_json(path: Path, value: Any) -> None:
     """``value`` as JSON at ``path``, atomically (the folder is created if needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(value).encode("utf-8"))
+    atomic_write(path, json.dumps(value))
 
 
 def read_json(path: Path) -> Any:

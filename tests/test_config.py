@@ -64,7 +64,8 @@ def test_wrong_type_names_key_and_origin(tmp_path):
     with pytest.raises(cfg.ConfigError, match="learner.action_prior"):
         cfg.load(None, ["learner.action_prior=[0, 0.5]"])
     with pytest.raises(cfg.ConfigError, match=r"learner.action_prior.3 \(walk y\) = 0.8 must lie strictly between "
-                       r"learner.action_low.3 = 0.9 and learner.action_high.3 = 1.0; .*\(from --set\)"):
+                       r"learner.action_low.3 = 0.9 and learner.action_high.3 = 1.0; .*\(from --set: "
+                       r"learner.action_low; defaults: learner.action_prior, learner.action_high\)"):
         cfg.load(None, ["learner.action_low=[-1, -1, -1, 0.9]"])
     with pytest.raises(cfg.ConfigError, match=r"learner.action_low.0 \(camera x\) = 0.5 must be below learner.action_high.0 = 0.5"):
         cfg.load(None, ["learner.action_low=[0.5, -1, -1, -1]", "learner.action_high=[0.5, 1, 1, 1]"])
@@ -88,3 +89,236 @@ def test_dump_round_trips(tmp_path):
     cfg.dump(c, tmp_path / "out.toml")
     assert cfg.load(tmp_path / "out.toml") == c
     assert c.learner.filters == (8, 8)
+
+
+# ---------------------------------------------------------------- the file itself
+
+def test_a_config_file_that_is_not_utf8_names_the_file_and_the_byte(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[game]\nscenario = 'caf\u00e9'\n".encode("latin-1"))
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(path)
+    assert str(err.value) == (f"config file {path} is not UTF-8 text (byte 0xe9 on line 2); save it as UTF-8 "
+                              f"or pass --config with the path of a TOML file")
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_text("[run]\nseed = 3\n", encoding="utf-16")  # what PowerShell's > writes
+    with pytest.raises(cfg.ConfigError, match=r"utf16.toml is UTF-16 text .*save it as UTF-8$"):
+        cfg.load(utf16)
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[run]\nseed = 3\n")  # Notepad's UTF-8
+    assert cfg.load(path).run.seed == 3
+
+
+def test_a_folder_given_as_config_file_says_so_and_points_at_its_config_toml(tmp_path):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(tmp_path)
+    assert str(err.value) == f"config file {tmp_path} is a folder, not a file; pass --config with the path of a TOML file"
+    (tmp_path / "config.toml").write_text("[run]\nseed = 4\n")
+    with pytest.raises(cfg.ConfigError, match=f"is a folder, not a file; .*, such as {tmp_path / 'config.toml'}$"):
+        cfg.load(tmp_path)
+
+
+def test_an_unreadable_config_file_says_what_to_do(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "secret.toml"
+    path.write_text("[run]\nseed = 4\n")
+
+    def denied(self):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(path)
+    assert str(err.value) == (f"config file {path} cannot be read: permission denied; make it readable "
+                              f"(chmod u+r {path}) or pass --config with the path of a TOML file")
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(cfg.ConfigError, match=r"cannot be read: Input/output error; pass --config"):
+        cfg.load(path)
+    with pytest.raises(cfg.ConfigError, match="is not a regular file"):
+        cfg.load("/dev/null")
+    with pytest.raises(cfg.ConfigError, match="cannot be read: File name too long; pass --config"):
+        cfg.load(tmp_path / ("x" * 5000))
+    with pytest.raises(cfg.ConfigError, match="cannot be read"):
+        cfg.missing_keys(path)  # the resume path reads the same file the same way
+
+
+def test_nan_and_infinity_are_refused_with_their_key():
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: learner.target_entropy \(from --set\): "
+                       r"Input should be a finite number, got nan$"):
+        cfg.load(None, ["learner.target_entropy=nan"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb \(from --set\): Input should be a finite number"):
+        cfg.load(None, ["learner.replay_mb=inf"])
+
+
+# ---------------------------------------------------------------- settings that contradict each other
+
+def test_ring_not_larger_than_the_stack_names_both_keys_values_and_origins(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[observation]\nstack = 4\n")
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(path, ["ring.capacity=4"])
+    assert str(err.value) == (
+        "invalid configuration: ring.capacity = 4 must be larger than observation.stack = 4 (the ring serves the "
+        "newest observation.stack frames while the next is written): raise ring.capacity or lower observation.stack "
+        f"(from --set: ring.capacity; from {path}: observation.stack)")
+    assert cfg.load(path, ["ring.capacity=5"]).ring.capacity == 5
+
+
+def test_a_batch_larger_than_the_replay_fails_at_load_with_what_the_replay_holds():
+    frame = 64 * 64 * 3
+    assert cfg.replay_capacity(cfg.load(None, ["learner.replay_mb=1"])) == 2**20 // (frame + 64) == 84
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(None, ["learner.replay_mb=1", "learner.batch_size=512"])
+    assert str(err.value) == (
+        "invalid configuration: learner.replay_mb = 1 holds 84 transitions of 64x64x3 frames; learner.batch_size = "
+        "512 needs at least 512: raise learner.replay_mb (to 6.1 or more) or lower learner.batch_size (from --set)")
+    assert cfg.replay_capacity(cfg.load(None, ["learner.replay_mb=6.1", "learner.batch_size=512"])) >= 512
+    # a huge batch fails the same way at once, instead of allocating until the kernel kills the process
+    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb = 600 holds 50934 transitions of 64x64x3 frames; "
+                       r"learner.batch_size = 10000000000 needs .*\(from --set: learner.batch_size; defaults: "
+                       r"learner.replay_mb\)"):
+        cfg.load(None, ["learner.batch_size=10000000000"])
+    grey = cfg.load(None, ["observation.grayscale=true", "observation.width=32", "observation.height=32"])
+    assert cfg.replay_capacity(grey) == int(600 * 2**20 / (32 * 32 + 64))
+
+
+def test_replay_capacity_is_what_the_learner_allocates():
+    from explorer.agent.replay import Replay
+
+    config = cfg.load(None, ["learner.replay_mb=0.5", "observation.grayscale=true", "observation.stack=4"])
+    frame = cfg.frame_shape(config.observation)
+    assert frame == (64, 64, 1)
+    assert Replay(frame, 4, 7, 0.5, 0).capacity == cfg.replay_capacity(config) == 126
+    assert Replay((8, 8, 1), 3, 7, 0.0001, 0).capacity == cfg.replay_slots((8, 8, 1), 3, 0.0001) == 12  # the floor
+
+
+def test_a_replay_too_small_for_one_transition_is_refused_and_the_smallest_allowed_one_samples():
+    """At the bound the learner trains across episode starts; one frame fewer and sampling would never end."""
+    import signal
+
+    import numpy as np
+
+    from explorer.run.builder import build_agent
+    from explorer.run.driver import Driver
+    from explorer.run.observers import InlineTrainer
+    from explorer.testing.fakes import FakeEnv, FakeScreen
+
+    grey16 = ["observation.width=16", "observation.height=16", "observation.grayscale=true", "observation.stack=2",
+              "learner.n_step=1", "learner.action_repeat=5", "learner.batch_size=2", "learner.warmup_steps=0",
+              "learner.filters=[4]", "learner.hidden=8", "learner.feature=8", "novelty.signal=pixel"]
+    bound = 2 * 2 + (1 + 1) * 5 - 1  # 13 frames
+    per_frame = 16 * 16 + 64
+    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb = 0.0038147 holds 12 transitions of 16x16x1 "
+                       r"frames, but one transition reaches back .* = 13 frames \(observation.stack = 2, "
+                       r"learner.n_step = 1, learner.action_repeat = 5\), so no transition could be sampled"):
+        cfg.load(None, [*grey16, f"learner.replay_mb={(bound - 0.5) * per_frame / 2**20}"])
+    config = cfg.load(None, [*grey16, f"learner.replay_mb={(bound + 0.5) * per_frame / 2**20}"])
+    agent = build_agent(config, (16, 16, 1))
+    assert agent.replay.capacity == bound
+    rng = np.random.default_rng(0)
+    screen = FakeScreen([rng.integers(0, 255, (16, 16, 1), dtype=np.uint8) for _ in range(2)])
+    driver = Driver(FakeEnv(screen, stack=2, episode_steps=40), agent.actor)
+    driver.on_step(InlineTrainer(agent.learner, agent.actor, config.learner))
+
+    def hung(*_):
+        raise TimeoutError("replay sampling did not return")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        driver.run(max_steps=130)  # across three episode starts, where a transition reaches back furthest
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert int(agent.learner.updates.numpy()) > 100
+
+
+def test_encoder_deeper_than_the_frames_allow_is_refused():
+    assert [cfg.conv_layers_fitting(n) for n in (2, 3, 6, 7, 15, 16, 64)] == [0, 1, 1, 2, 3, 3, 5]
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(None, ["learner.filters=[8, 8, 8, 8, 8, 8]"])
+    assert str(err.value) == (
+        "invalid configuration: learner.filters = [8, 8, 8, 8, 8, 8] asks for 6 convolutions (kernel 3, stride 2), "
+        "but frames of observation.height = 64 by observation.width = 64 pixels go through at most 5: drop entries "
+        "from learner.filters or raise observation.height and observation.width (from --set: learner.filters; "
+        "defaults: observation.height, observation.width)")
+    assert cfg.load(None, ["learner.filters=[8, 8, 8, 8, 8]"]).learner.filters == (8,) * 5
+
+
+def test_novelty_cnn_on_tiny_frames_and_augment_beyond_the_picture_are_refused():
+    tiny = ["observation.width=6", "observation.height=6", "learner.filters=[4]"]
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: novelty.signal = rnd reads frames with a CNN "
+                       r"of 2 convolutions .* needs at least 7 by 7 pixels, .*: raise them, or use novelty.signal = "
+                       r"pixel or episodic \("):
+        cfg.load(None, [*tiny, "novelty.signal=rnd"])
+    with pytest.raises(cfg.ConfigError, match="novelty.embedding = pooled reads frames .* use novelty.embedding = histogram"):
+        cfg.load(None, [*tiny, "novelty.embedding=pooled"])
+    assert cfg.load(None, tiny).novelty.embedding == "histogram"  # the default needs no CNN
+    with pytest.raises(cfg.ConfigError, match=r"learner.augment = 65 pads each picture by more than its size "
+                       r"\(observation.height = 64, observation.width = 64\): lower learner.augment to 64 or less"):
+        cfg.load(None, ["learner.augment=65"])
+
+
+def test_episodic_memory_that_excludes_everything_is_refused_only_where_it_is_used():
+    with pytest.raises(cfg.ConfigError, match=r"novelty.exclude_recent = 1024 ignores all novelty.episode_capacity = "
+                       r"1024 embeddings .* \(from --set: novelty.exclude_recent; defaults: novelty.episode_capacity\)"):
+        cfg.load(None, ["novelty.exclude_recent=1024"])
+    assert cfg.load(None, ["novelty.exclude_recent=1024", "novelty.episodic_reward=new_place"])  # new_place ignores it
+    assert cfg.load(None, ["novelty.exclude_recent=1024", "novelty.signal=pixel"])
+
+
+def test_several_problems_are_listed_one_a_line():
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(None, ["ring.capacity=2", "learner.augment=100", "run.seed=x"])
+    # the wrong type stops validation before the checks across keys, and one problem is one line
+    assert str(err.value).startswith("invalid configuration: run.seed (from --set): Input should be a valid integer")
+    assert "\n" not in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(None, ["ring.capacity=2", "learner.augment=100"])
+    lines = str(err.value).splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["invalid configuration:", "  ring.capacity", "  learner.augment"]
+
+
+def test_buffers_beyond_the_free_memory_fail_at_load(monkeypatch):
+    import psutil
+
+    config = cfg.Config()
+    need = cfg.memory_needed(config)
+    first_conv = 31 * 31 * 16  # 64 -> 31 pixels, 16 filters
+    assert need["replay"] == 50934 * (64 * 64 * 3 + 64) and need["ring"] == 64 * 64 * 64 * 3
+    assert need["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 4 * first_conv)
+    assert need["networks"] == 4 * (7 * 7 * 32 * 128 * 7 + 256**2 * 11)
+    assert need["novelty"] == 1024 * 216 * 4 and need["record"] == 0
+    cfg.check_memory(config, available=sum(need.values()))
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.check_memory(config.replace(**{"learner.replay_mb": 8000.0}), available=4 * 2**30)
+    assert str(err.value) == ("this run needs at least 7.8 GiB of memory but 4.0 GiB are free: replay 7.8 GiB "
+                              "(learner.replay_mb = 8000); lower learner.replay_mb, or free memory")
+    with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.hidden = 60000, learner.feature = 128\); "
+                       r"lower learner.hidden or learner.feature, or free memory$"):
+        cfg.check_memory(config.replace(**{"learner.hidden": 60000}), available=4 * 2**30)
+
+    class Machine:
+        available = 2**30
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Machine())
+    assert cfg.load(None, []).learner.replay_mb == 600  # 0.6 GiB fit in 1 GiB
+    with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 2.0 GiB of memory but 1.0 GiB are free: "
+                       r"replay 1.5 GiB \(learner.replay_mb = 1500\); batch"):
+        cfg.load(None, ["learner.replay_mb=1500", "learner.batch_size=1000"])
+
+
+def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
+    assert cfg.explore_warnings(cfg.Config()) == []
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=160"]))
+    assert warning == ("run.steps = 160 ends before learner.warmup_steps = 1000: the actor never acts and nothing is "
+                       "learned, so this run measures the warm-up's random sticks; raise run.steps or lower "
+                       "learner.warmup_steps")
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=1500", "learner.batch_size=400",
+                                                      "learner.action_repeat=4"]))
+    assert warning.startswith("run.steps = 1500 ends before the first update")
+    assert cfg.explore_warnings(cfg.load(None, ["run.steps=160", "run.agent=sticky"])) == []

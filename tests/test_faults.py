@@ -89,3 +89,42 @@ def test_sigterm_to_a_live_run_leaves_the_pad_neutral(tmp_path):
     last_send = max(i for i, line in enumerate(lines) if line.startswith("send"))
     assert "neutral 0.0000 0.0000 0.0000 0.0000" in lines[last_send + 1:]
     assert lines[-1].endswith(" 0.0000 0.0000 0.0000 0.0000")  # and so it stayed, to the pad's close
+
+
+def test_a_process_killed_while_saving_checkpoints_leaves_a_whole_one_to_resume(tmp_path):
+    """SIGKILL lands wherever it lands; what is left restores whole, and the next save clears the rest."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_checkpoint import World
+
+        world = World(rows=20000)  # a part big enough that a kill often lands inside a save
+        ckpt = world.checkpointer({str(tmp_path)!r})
+        step = 0
+        while True:
+            step += 1
+            world.set(float(step))
+            ckpt.save(step)
+            print(step, flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        for line in proc.stdout:
+            if int(line) >= 3:
+                break
+        last = int(line)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(15)
+    from test_checkpoint import World
+
+    world = World(rows=20000)
+    ckpt = world.checkpointer(tmp_path)
+    step = ckpt.restore()
+    assert step >= last
+    assert world.values()["scale"] == float(step) and world.counters == {"steps": step}
+    assert int(world.arrays["frames"][0, 0]) == step % 256
+    ckpt.save(step + 1)
+    assert not list(tmp_path.glob("*_temp*"))
+    assert sorted(p.name for p in tmp_path.glob("state-*")) == [f"state-{step}", f"state-{step + 1}"]

@@ -99,7 +99,7 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
     for step_ in (10, 20, 39):
         ckpt.save(step_)
     assert sorted(p.name for p in tmp_path.glob("state-*")) == ["state-20", "state-39"]
-    assert sorted(p.name for p in (tmp_path / "state-39").iterdir()) == ["actor", "adder", "replay"]
+    assert sorted(p.name for p in (tmp_path / "state-39").iterdir()) == ["actor", "adder", "replay", "sampler"]
     assert ckpt.latest.endswith("learner-39")
     fresh = small_agent()
     assert fresh.checkpointer(tmp_path).restore() == 39
@@ -118,12 +118,12 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
 def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monkeypatch, capsys):
     import errno
 
-    import explorer.agent.replay
+    import explorer.agent.checkpoint
 
     args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
             "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
             "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=30"]
-    savez, calls = explorer.agent.replay.np.savez, []
+    savez, calls = explorer.agent.checkpoint.np.savez, []
 
     def fill_the_disk(path, **arrays):
         calls.append(str(path))
@@ -139,7 +139,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
     assert len(calls) == 2  # the way out did not try again on the full disk
     (run,) = list(tmp_path.iterdir())
     assert sorted(p.name for p in (run / "checkpoints").glob("state-*")) == ["state-30"]  # the half-written one is gone
-    assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["actor", "adder", "replay"]
+    assert sorted(p.name for p in (run / "checkpoints" / "state-30").iterdir()) == ["actor", "adder", "replay", "sampler"]
     monkeypatch.setattr(explorer.agent.learner.np, "savez", savez)
     # a run directory from before the stick range: its settings file lacks the range, and resuming says so
     import tomli_w

@@ -270,16 +270,15 @@ def test_focus_is_the_game_window_by_handle(monkeypatch):
 def test_a_still_game_does_not_stall_the_live_clock(monkeypatch):
     """The real capture thread and live clock over dxcam: the picture stays the same for longer than
     capture.stall_seconds (a paused game), and the run goes on; only the first frame enters the ring."""
-    from explorer.loop import LiveClock
+    from explorer.envs.live import LiveEnv
+    from explorer.envs.pad import NullPad
     _desktop(ONE_AT_100, (100, 80, 640, 480)).install(monkeypatch)
     screen = DxcamScreen(_config().capture, _config().observation)
-    ring = FrameRing(8, screen.shape)
-    capture = CaptureThread(screen, ring, fps=60)
-    clock = LiveClock(capture, ring, hz=20, stall_s=0.5)
-    clock.begin()
+    env = LiveEnv(screen, NullPad(), stack=1, ring_capacity=8, capture_fps=60, hz=20, stall_s=0.5)
+    env.reset()
     try:
         for _ in range(30):  # 1.5 s of ticks, three times the stall limit
-            clock.tick()
+            env.step(None)
     finally:
-        clock.end()
-    assert ring.written == 1 and capture.grabs == 1 and capture.unchanged > 30
+        env.close()
+    assert env.ring.written == 1 and env.capture.grabs == 1 and env.capture.unchanged > 30

@@ -12,7 +12,6 @@ through a learning actor's scoring and adder.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import keras
@@ -25,7 +24,6 @@ from explorer.agent.networks import StickRange, split_outputs
 from explorer.agent.novelty import Novelty
 from explorer.config import LearnerConfig
 from explorer.core import ACTION_DIM, Step, stack_frames
-from explorer.files import read_json, write_json
 
 
 class LearningActor:
@@ -143,15 +141,13 @@ class LearningActor:
         self.new_episode = next_step.last
         return {"novelty": reward}
 
-    # -- checkpoint part
-    def save(self, directory: Path) -> None:
-        write_json(directory / "actor.json", {
-            "steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
-            "rng": self.rng.bit_generator.state, "context": self.context.state(),
-            "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps})
+    # -- checkpoint state (a JSON part, see explorer.run.builder)
+    def state(self) -> dict[str, Any]:
+        return {"steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
+                "rng": self.rng.bit_generator.state, "context": self.context.state(),
+                "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps}
 
-    def restore(self, directory: Path) -> None:
-        s = read_json(directory / "actor.json")
+    def load(self, s: dict[str, Any]) -> None:
         self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]
         self.noise = np.array(s["noise"], np.float32)
         self.rng.bit_generator.state = s["rng"]

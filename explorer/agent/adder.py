@@ -15,13 +15,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from explorer.agent.replay import Replay
-from explorer.files import read_json, write_json
 
 
 @dataclass
@@ -102,17 +100,15 @@ class NStepAdder:
                 if not last:
                     break
 
-    # -- checkpoint part
-    def save(self, directory: Path) -> None:
+    # -- checkpoint state (a JSON part, see explorer.run.builder)
+    def state(self) -> dict[str, Any]:
         d = self.decision
-        write_json(directory / "adder.json", {
-            "obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
-            "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist(), p[4]) for p in self.pending],
-            "decision": None if d is None else {"ids": d.ids.tolist(), "action": d.action.tolist(),
-                                                "ctx": d.ctx.tolist(), "ret": d.ret, "steps": d.steps}})
+        return {"obs_ids": None if self.obs_ids is None else self.obs_ids.tolist(),
+                "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist(), p[4]) for p in self.pending],
+                "decision": None if d is None else {"ids": d.ids.tolist(), "action": d.action.tolist(),
+                                                    "ctx": d.ctx.tolist(), "ret": d.ret, "steps": d.steps}}
 
-    def restore(self, directory: Path) -> None:
-        s: dict[str, Any] = read_json(directory / "adder.json")
+    def load(self, s: dict[str, Any]) -> None:
         self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)
         self.pending = deque((np.array(p[0], np.int64), np.array(p[1], np.float32), p[2], np.array(p[3], np.float32), p[4])
                              for p in s["pending"])

@@ -8,12 +8,11 @@ itself to ``replay.npz``.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 
+from explorer.config import replay_slots
 from explorer.core import ACTION_DIM, stack_frames
-from explorer.files import read_json, write_json
 
 
 class Replay:
@@ -27,9 +26,8 @@ class Replay:
     def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int):
         self.frame_shape = tuple(frame_shape)
         self.stack = stack
-        frame_bytes = int(np.prod(frame_shape))
         #: frames kept, and transitions kept (one per frame pushed)
-        self.capacity = n = max(4 * stack, int(memory_mb * 2**20 / (frame_bytes + 64)))
+        self.capacity = n = replay_slots(self.frame_shape, stack, memory_mb)
         # Touch every page now: the whole memory cap is taken at the start, so a long run's
         # memory stays flat instead of creeping up as the replay fills (and a cap the machine
         # cannot hold fails at once, not an hour in).
@@ -92,27 +90,22 @@ class Replay:
                 "discount": self.discount[:n], "ctx": self.ctx[:n], "next_ctx": self.next_ctx[:n],
                 "counters": np.array([self.frames_written, self.written], np.int64)}
 
+    def check(self, state: dict[str, np.ndarray]) -> None:
+        """Raise ``ValueError`` when saved arrays do not fit this replay (frame size, stack, context, capacity)."""
+        frames, obs_ids, ctx = state["frames"], state["obs_ids"], state["ctx"]
+        if tuple(frames.shape[1:]) != self.frame_shape:
+            raise ValueError(f"its frames are {list(frames.shape[1:])}, this replay's {list(self.frame_shape)} "
+                             "(frame size, colour or grey)")
+        if obs_ids.shape[1:] != (self.stack,) or ctx.shape[1:] != self.ctx.shape[1:]:
+            raise ValueError(f"its observations stack {obs_ids.shape[1:]} frames with context {ctx.shape[1:]}, this "
+                             f"replay's {self.stack} with {self.ctx.shape[1:]}")
+        if len(frames) > self.capacity or len(obs_ids) > self.capacity:
+            raise ValueError(f"it holds {max(len(frames), len(obs_ids))} rows, more than this replay's {self.capacity} "
+                             "(learner.replay_mb)")
+
     def load(self, state: dict[str, np.ndarray]) -> None:
         self.frames_written, self.written = (int(x) for x in state["counters"])
         self.frames[: len(state["frames"])] = state["frames"]
         n = len(state["obs_ids"])
         for key in ("obs_ids", "next_ids", "action", "reward", "discount", "ctx", "next_ctx"):
             getattr(self, key)[:n] = state[key]
-
-    # -- checkpoint part
-    def save(self, directory: Path) -> None:
-        """Write ``replay.npz`` (transitions and frames) and ``sampler.json`` (the sampling RNG) into ``directory``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        with self.lock:
-            tmp = directory / "replay.tmp.npz"
-            np.savez(tmp, **self.state())  # type: ignore[arg-type]
-            rng = self.rng.bit_generator.state
-        tmp.replace(directory / "replay.npz")
-        write_json(directory / "sampler.json", rng)
-
-    def restore(self, directory: Path) -> None:
-        with np.load(directory / "replay.npz", allow_pickle=False) as z:
-            state = dict(z)
-        rng = read_json(directory / "sampler.json")
-        self.load(state)
-        self.rng.bit_generator.state = rng

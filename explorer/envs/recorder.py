@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from explorer.core import ExplorerError
-from explorer.files import fsync_dir, write_atomic
+from explorer.files import atomic_write, fsync_dir
 
 FORMAT = "explorer-session"
 VERSION = 1
@@ -312,7 +312,7 @@ class Recorder:
             print(f"explorer: closing session {self.path} at exit failed: {err}", file=sys.stderr)
 
     def _write_meta(self) -> None:
-        write_atomic(self.path / META, (json.dumps(self.meta, indent=1) + "\n").encode("utf-8"))
+        atomic_write(self.path / META, (json.dumps(self.meta, indent=1) + "\n").encode("utf-8"))
 
     # ------------------------------------------------------------ writer thread
 

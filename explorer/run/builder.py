@@ -14,7 +14,7 @@ from typing import Any
 
 from explorer.agent.actor import LearningActor, RandomActor
 from explorer.agent.adder import NStepAdder
-from explorer.agent.checkpoint import Checkpointer
+from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part
 from explorer.agent.context import Context
 from explorer.agent.learner import Learner
 from explorer.agent.networks import StickRange, build_encoder, build_policy_net
@@ -36,11 +36,23 @@ class Agent:
     context: Context
 
     def checkpointer(self, directory: str | Path) -> Checkpointer:
-        """Checkpoints of every part: networks, optimisers and novelty model (TensorFlow), actor, adder and replay."""
-        tf_items: dict[str, Any] = {**self.learner.checkpoint_items(), "novelty": self.novelty.checkpoint_items()}
+        """Checkpoints of every part: networks, optimisers and novelty model (TensorFlow); the actor's and
+        the adder's state, the replay and its sampler (files of their own beside it)."""
         import tensorflow as tf
-        tf_items["novelty"] = tf.train.Checkpoint(**tf_items["novelty"])
-        return Checkpointer(directory, tf_items, {"actor": self.actor, "adder": self.adder, "replay": self.replay})
+
+        tf_items: dict[str, Any] = {**self.learner.checkpoint_items(),
+                                    "novelty": tf.train.Checkpoint(**self.novelty.checkpoint_items())}
+        replay = self.replay
+
+        def sampler(state: Any) -> None:
+            replay.rng.bit_generator.state = state
+
+        parts: dict[str, Part] = {"actor": JsonPart(self.actor.state, self.actor.load, filename="actor.json"),
+                 "adder": JsonPart(self.adder.state, self.adder.load, filename="adder.json"),
+                 "replay": ArraysPart(replay.state, replay.load, check=replay.check, filename="replay.npz",
+                                      lock=replay.lock),
+                 "sampler": JsonPart(lambda: replay.rng.bit_generator.state, sampler, filename="sampler.json")}
+        return Checkpointer(directory, tf_items, parts)
 
 
 def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_copy: bool = False,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.config import Config
-from explorer.core import Actor
+from explorer.core import Actor, ExplorerError
 from explorer.run.driver import Driver, Transition
 from explorer.run.observers import Coverage, InlineTrainer, MetricsLog, open_recorder
 from explorer.run.rundir import RunDir
@@ -32,7 +32,8 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     from explorer.run.builder import seed_everything
 
     seed_everything(config.run.seed, eager=config.run.eager)
-    run = RunDir(config.run.dir, "explore", config, path=run_path)
+    # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
+    run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
     try:
         summary = _explore(config, run, progress, run_path, actor)
     finally:
@@ -60,10 +61,17 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
                 actor = build_baseline(config)
         checkpointer = agent.checkpointer(run.path / "checkpoints") if agent is not None else None
         start = 0
-        if run_path is not None and agent is not None and checkpointer is not None:
+        if run_path is not None:
+            if agent is None or checkpointer is None:
+                raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
+                                    "resume runs of the learning agent (run.agent = explorer)")
             checkpointer.restore()
             agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
             start = agent.actor.steps
+            if start >= config.run.steps:
+                raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
+                                    f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
+            run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
 
         driver = Driver(env, actor)
@@ -92,7 +100,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         driver.on_step(lambda t: bar.update(1))
         driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
                                                     last20=f"{coverage.coverage.recent_mean():.1f}"))
-        recorder = open_recorder(config, run.path, source="game",
+        recorder = open_recorder(config, run.path, source="game", name=f"{run.path.name}-from-{start}" if start else None,
                                  decisions=(lambda: agent.actor.started) if agent is not None else None)
         if recorder is not None:
             stack.callback(recorder.close)

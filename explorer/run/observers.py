@@ -144,15 +144,16 @@ class SessionRecorder:
 
 
 def open_recorder(config: Config, run_path: Path, source: str, decisions: Callable[[], bool] | None = None,
-                  **meta: Any) -> SessionRecorder | None:
+                  name: str | None = None, **meta: Any) -> SessionRecorder | None:
     """A :class:`SessionRecorder` writing under ``record.dir`` (None when not recording).
 
     ``decisions()``: whether the action just taken was a new decision (a learning actor's
-    ``started``); None records no decision flags (every step is then a decision).
+    ``started``); None records no decision flags (every step is then a decision). The session is
+    ``<record.dir>/<name>``, by default named after the run (a resumed run records a new session).
     """
     if not config.record.dir:
         return None
-    path = Path(config.record.dir) / run_path.name
+    path = Path(config.record.dir) / (name or run_path.name)
     info = {"source": source, "run_dir": str(run_path), "config": config.to_dict(),
             "episode_steps": config.game.episode_steps, **meta}
     return SessionRecorder(path, info, config.record.chunk_frames, decisions or (lambda: None))

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from explorer.files import atomic_save
 from explorer.run.coverage import Coverage
 
 
@@ -42,7 +43,7 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
         fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=100)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=100))
     plt.close(fig)
     return path
 
@@ -58,7 +59,7 @@ def plot_history(history: dict[str, list[tuple[int, float]]], path: Path, title:
     axes[-1, 0].set_xlabel("transitions replayed")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
     plt.close(fig)
     return path
 
@@ -79,7 +80,7 @@ def plot_novelty(novelty: np.ndarray, recorded: np.ndarray, first: np.ndarray, p
     else:
         ax.text(0.5, 0.5, "no novelty signal and no recorded rewards", ha="center", transform=ax.transAxes)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
     plt.close(fig)
     return path
 
@@ -98,6 +99,6 @@ def plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
     axes[0].legend(loc="upper right")
     axes[-1].set_xlabel("transition")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
     plt.close(fig)
     return path

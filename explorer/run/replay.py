@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from explorer.agent.actor import LearningActor, RecordedActor
-from explorer.config import Config
+from explorer.config import Config, check_replay
 from explorer.core import AXES, Step
 from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
 from explorer.run.driver import Driver, Transition
@@ -72,9 +72,11 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
 
     sessions = open_sessions(sessions)
     _needs_actions(sessions)
+    frames = frame_shape(sessions)
+    check_replay(frames, config.observation.stack, config.learner)  # the frames come from the sessions
     run_path = Path(run_path)
     run_path.mkdir(parents=True, exist_ok=True)
-    agent = agent or build_agent(config, frame_shape(sessions))
+    agent = agent or build_agent(config, frames)
     checkpointer = agent.checkpointer(run_path / "checkpoints")
     trainer = InlineTrainer(agent.learner, agent.actor, config.learner)
     writer = tf.summary.create_file_writer(str(run_path / "tb"))

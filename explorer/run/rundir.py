@@ -1,13 +1,34 @@
-"""Run directories: the merged config, a metrics file and pictures, one folder per run."""
+"""Run directories: the merged config, a metrics file and pictures, one folder per run.
+
+Whole files in a run (``config.toml``, ``summary.json``, pictures) are written
+through :func:`atomic_write` / :func:`atomic_save`: a reader, or a run that
+crashed mid-write, sees the old file or the new one, never half of one. A
+process writing into a run holds an exclusive lock on ``<run>/.lock``
+(:class:`RunLock`), so two processes never write into one run; the operating
+system drops the lock when the process dies.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from explorer.config import Config, dump
+import tomli_w
+
+from explorer.config import Config
+from explorer.core import ExplorerError
+from explorer.files import atomic_save, atomic_write
+
+
+class RunDirError(ExplorerError):
+    """A run directory cannot be opened for writing (in use by another process, not a folder, not writable)."""
 
 
 def timestamped_path(parent: str | Path, name: str) -> Path:
@@ -21,21 +42,193 @@ def timestamped_path(parent: str | Path, name: str) -> Path:
     return path
 
 
+_WINDOWS_LOCK_OFFSET = 2**30  # msvcrt locks bytes; lock one far past the pid so others can read the pid
+
+
+class RunLock:
+    """An exclusive lock on ``<run>/.lock``, which holds the holder's pid.
+
+    ``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows: either way the
+    operating system releases it when the process ends, however it ends.
+
+    Raises:
+      RunDirError: another process (or another open of the run in this process) holds it,
+        or the lock file cannot be created.
+    """
+
+    def __init__(self, run: str | Path):
+        self.run = Path(run)
+        self.path = self.run / ".lock"
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; check that the folder is "
+                              f"writable") from None
+        try:
+            if not _try_lock(fd):
+                pid = _read_pid(fd)
+                if pid == str(os.getpid()):
+                    raise RunDirError(f"run {self.run} is already open for writing in this process")
+                raise RunDirError(f"run {self.run} is in use by another explorer process (pid {pid or 'unknown'}); "
+                                  f"wait for it to finish")
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+
+    def __del__(self) -> None:  # a run dropped without close() (an exception on the way) still lets go
+        try:  # noqa: SIM105 (no module globals: they may be gone at interpreter exit)
+            self.release()
+        except Exception:
+            pass
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Drop the lock (closing the file drops it); the file stays, so no other process locks a stale copy."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                _unlock(fd)
+            finally:
+                os.close(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    if sys.platform == "win32":
+        import msvcrt
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    if sys.platform == "win32":  # Windows wants byte locks undone before the file is closed
+        import msvcrt
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        with contextlib.suppress(OSError):
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+    # POSIX: closing the file drops the flock
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _claim_new(parent: str | Path, name: str) -> Path:
+    """Create and return ``<parent>/<YYYYmmdd-HHMMSS>-<name>[-n]``; two processes never get the same folder."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    Path(parent).mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = Path(parent) / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise RunDirError(f"cannot find a free run directory name for {name} in {parent}")
+
+
 class RunDir:
     """``<parent>/<timestamp>-<name>/`` with ``config.toml``, ``metrics.jsonl``, ``summary.json``
-    and TensorBoard event files under ``tb/`` (``tensorboard --logdir runs``)."""
+    and TensorBoard event files under ``tb/`` (``tensorboard --logdir runs``).
 
-    def __init__(self, parent: str | Path, name: str, config: Config, path: str | Path | None = None):
-        self.path = Path(path) if path is not None else timestamped_path(parent, name)
-        self.path.mkdir(parents=True, exist_ok=True)
-        dump(config, self.path / "config.toml")
-        self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+    Opening one locks it (:class:`RunLock`) until :meth:`close`.
+
+    Args:
+      parent: folder of run directories (``run.dir``).
+      name: what the run is (``explore``, ``play``, ...), part of the folder name.
+      config: the merged config, written to ``config.toml`` unless ``write_config`` is False.
+      path: a given run directory (created if missing) instead of a new timestamped one.
+      write_config: False opens the run without changing anything in it (a resume, until
+        :meth:`commit_config` says the run goes on).
+
+    Raises:
+      RunDirError: the folder cannot be created, is a file, or is in use by another process.
+    """
+
+    def __init__(self, parent: str | Path, name: str, config: Config | None, path: str | Path | None = None,
+                 *, write_config: bool = True):
+        try:
+            if path is None:
+                self.path = _claim_new(parent, name)
+            else:
+                self.path = Path(path)
+                if self.path.exists() and not self.path.is_dir():
+                    raise RunDirError(f"run directory {self.path} is a file, not a folder; give a run directory")
+                self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            where = path if path is not None else Path(parent)
+            raise RunDirError(f"cannot create a run directory in {where}: {err.strerror or err}; choose another "
+                              f"folder (--out or run.dir)") from None
+        self._lock = RunLock(self.path)
+        self._metrics: Any = None
         self._writer: Any = None
+        if write_config and config is not None:
+            try:
+                self.commit_config(config)
+            except BaseException:
+                self.close()
+                raise
+
+    @classmethod
+    def reopen(cls, path: str | Path) -> RunDir:
+        """An existing run directory, locked, with nothing in it changed (to resume it).
+
+        Call :meth:`commit_config` once the run is known to go on (its checkpoint restored).
+
+        Raises:
+          RunDirError: there is no such folder, or another process has it open.
+        """
+        path = Path(path)
+        if not path.is_dir():
+            raise RunDirError(f"no run directory at {path}; give the folder of an earlier run")
+        return cls(path.parent, path.name, None, path=path, write_config=False)
+
+    def commit_config(self, config: Config) -> Path:
+        """Write ``config.toml`` (whole or not at all), replacing the one there."""
+        return atomic_write(self.path / "config.toml", tomli_w.dumps(config.to_dict()))
+
+    def save(self, name: str, write: Callable[[Path], object]) -> Path:
+        """Write file ``name`` of the run through ``write(temporary path)`` and rename it in (see :func:`atomic_save`)."""
+        return atomic_save(self.path / name, write)
 
     def log(self, record: dict[str, Any]) -> None:
         """Append one JSON line to ``metrics.jsonl`` and flush it."""
+        if self._metrics is None:
+            self._metrics = self._open_metrics()
         self._metrics.write(json.dumps(record) + "\n")
         self._metrics.flush()
+
+    def _open_metrics(self) -> Any:
+        path = self.path / "metrics.jsonl"
+        torn = False
+        if path.is_file() and path.stat().st_size:
+            with open(path, "rb") as old:
+                old.seek(-1, os.SEEK_END)
+                torn = old.read(1) != b"\n"  # a run killed mid-line: the next record starts on a line of its own
+        out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        if torn:
+            out.write("\n")
+        return out
 
     def scalars(self, step: int, values: dict[str, float], prefix: str = "") -> None:
         """Write scalars to TensorBoard (``tb/``) at ``step``; names may hold a ``group/`` prefix."""
@@ -47,11 +240,24 @@ class RunDir:
                 tf.summary.scalar(f"{prefix}{name}", float(value))
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
-        path = self.path / "summary.json"
-        path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        return path
+        """Write ``summary.json`` (whole or not at all)."""
+        return atomic_write(self.path / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     def close(self) -> None:
-        self._metrics.close()
-        if self._writer is not None:
-            self._writer.close()
+        """Close the metrics file and TensorBoard writer, and release the lock. Safe to call twice."""
+        try:
+            if self._metrics is not None:
+                self._metrics.close()
+                self._metrics = None
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""Run directories: whole-or-nothing files, one writer at a time, and a resume that changes nothing until told."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from explorer.config import Config, load
+from explorer.run import rundir as rd
+
+
+def temp_files(folder):
+    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name)
+
+
+def test_atomic_write_replaces_whole_and_leaves_nothing_when_it_fails(tmp_path, monkeypatch):
+    path = tmp_path / "summary.json"
+    rd.atomic_write(path, "old\n")
+    rd.atomic_write(path, b"new\n")
+    assert path.read_bytes() == b"new\n"
+    assert temp_files(tmp_path) == []
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rd.os, "fsync", full)  # the data never reached the disk
+    with pytest.raises(OSError, match="No space left"):
+        rd.atomic_write(path, "half\n")
+    assert path.read_bytes() == b"new\n" and temp_files(tmp_path) == []
+
+
+def test_atomic_save_hands_a_temporary_path_with_the_suffix_and_renames_it_in(tmp_path):
+    seen = []
+
+    def savefig(tmp):  # matplotlib picks the format from the suffix
+        seen.append(tmp)
+        tmp.write_bytes(b"\x89PNG...")
+
+    path = rd.atomic_save(tmp_path / "trajectory.png", savefig)
+    assert path.read_bytes() == b"\x89PNG..."
+    assert seen[0].parent == tmp_path and seen[0].suffix == ".png" and seen[0].name.startswith(".trajectory.")
+    assert not seen[0].exists()
+
+    def crashes(tmp):
+        tmp.write_bytes(b"\x89P")
+        raise RuntimeError("renderer died")
+
+    with pytest.raises(RuntimeError, match="renderer died"):
+        rd.atomic_save(tmp_path / "trajectory.png", crashes)
+    assert path.read_bytes() == b"\x89PNG..." and temp_files(tmp_path) == []
+
+
+def test_a_new_run_writes_its_config_and_summary(tmp_path):
+    config = load(None, ["run.seed=5"])
+    with rd.RunDir(tmp_path, "explore", config) as run:
+        run.log({"step": 1})
+        run.write_summary({"steps": 1})
+        assert load(run.path / "config.toml") == config
+        assert json.loads((run.path / "summary.json").read_text()) == {"steps": 1}
+        assert (run.path / ".lock").read_text() == f"{os.getpid()}\n"
+    assert run.path.parent == tmp_path and run.path.name.endswith("-explore")
+    second = rd.RunDir(tmp_path, "explore", config)  # same second, same name: a folder of its own
+    assert second.path != run.path
+    second.close()
+
+
+def test_a_reopened_run_changes_nothing_until_its_config_is_committed(tmp_path):
+    with rd.RunDir(tmp_path, "explore", Config()) as run:
+        run.log({"step": 1})
+    files = {p.name: p.read_bytes() for p in run.path.iterdir() if p.name != ".lock"}
+    stamps = {p.name: p.stat().st_mtime_ns for p in run.path.iterdir() if p.name != ".lock"}
+    again = rd.RunDir.reopen(run.path)
+    assert {p.name: p.read_bytes() for p in run.path.iterdir() if p.name != ".lock"} == files
+    assert {p.name: p.stat().st_mtime_ns for p in run.path.iterdir() if p.name != ".lock"} == stamps
+    again.commit_config(load(None, ["run.steps=99"]))
+    again.log({"step": 2})
+    again.close()
+    assert load(run.path / "config.toml").run.steps == 99
+    assert (run.path / "metrics.jsonl").read_text().splitlines() == ['{"step": 1}', '{"step": 2}']
+    with pytest.raises(rd.RunDirError, match=f"no run directory at {tmp_path / 'gone'}; give the folder"):
+        rd.RunDir.reopen(tmp_path / "gone")
+
+
+def test_a_line_torn_by_a_crash_does_not_swallow_the_next_record(tmp_path):
+    with rd.RunDir(tmp_path, "x", None) as run:
+        (run.path / "metrics.jsonl").write_text('{"step": 1}\n{"ste')
+    with rd.RunDir.reopen(run.path) as again:
+        again.log({"step": 2})
+    assert (run.path / "metrics.jsonl").read_text().splitlines()[-1] == '{"step": 2}'
+
+
+def test_a_file_in_the_way_is_a_clear_error(tmp_path):
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(rd.RunDirError, match=r"run directory .*taken is a file, not a folder"):
+        rd.RunDir(tmp_path, "x", None, path=tmp_path / "taken")
+    with pytest.raises(rd.RunDirError, match=r"cannot create a run directory in .*taken: .*; choose another folder"):
+        rd.RunDir(tmp_path / "taken", "x", Config())
+
+
+def test_a_run_in_use_by_another_process_is_refused_and_freed_when_that_process_dies(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    script = textwrap.dedent(f"""
+        import time
+        from explorer.run.rundir import RunDir
+        r = RunDir.reopen({str(run)!r})
+        print("locked", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(rd.RunDirError) as err:
+            rd.RunDir.reopen(run)
+        assert str(err.value) == (f"run {run} is in use by another explorer process (pid {proc.pid}); "
+                                  f"wait for it to finish")
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no clean-up runs: the operating system drops the lock
+        proc.wait(15)
+    with rd.RunDir.reopen(run) as mine:
+        assert mine._lock.held
+        with pytest.raises(rd.RunDirError, match="already open for writing in this process"):
+            rd.RunDir.reopen(run)
+    rd.RunDir.reopen(run).close()  # closed: free again
+
+
+def test_a_run_dropped_without_close_lets_go_of_its_lock(tmp_path):
+    run = rd.RunDir(tmp_path, "x", None)
+    path = run.path
+    del run
+    rd.RunDir.reopen(path).close()
