@@ -226,6 +226,9 @@ class LearnerConfig(_Section):
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
+    overlap: bool = Field(True, description="explore: train on a thread of its own, one update per agent step as "
+                          "inline, while the actor takes its next step (the actor acts with weights one update older); "
+                          "false alternates acting and learning on one thread")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
     publish_every: int = Field(10, ge=1, description="live mode: updates between weight snapshots handed to the acting policy")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")

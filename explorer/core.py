@@ -161,8 +161,12 @@ class Learner(Protocol):
     def ready(self) -> bool:
         """Replay holds enough to sample a batch."""
 
-    def step(self) -> dict[str, float]:
-        """Sample a batch and train once; returns the update's metrics."""
+    def step(self, at: tuple[int, int] | None = None, margin: tuple[int, int] = (0, 0)) -> dict[str, float]:
+        """Sample a batch and train once; returns the update's metrics.
+
+        ``at``: train on the replay as it was at that mark; ``margin``: what another thread may add
+        meanwhile, at most (see :meth:`explorer.agent.replay.Replay.sample`).
+        """
 
     def get_weights(self) -> list[np.ndarray]:
         """The acting policy's weights, for an actor's ``set_weights``."""

@@ -73,7 +73,7 @@ def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_
 def test_a_dying_learner_thread_stops_the_run_with_the_pad_neutral(monkeypatch):
     agent = small_agent(acting_copy=True)
 
-    def boom():
+    def boom(*args, **kwargs):
         raise FloatingPointError("critic loss is NaN/Inf")
 
     monkeypatch.setattr(agent.learner, "step", boom)

@@ -280,10 +280,13 @@ class Learner:
         """Replay holds a batch's worth of transitions."""
         return len(self.replay) >= self.config.batch_size
 
-    def step(self) -> dict[str, float]:
-        """Sample a batch from replay and train once; returns the update's metrics as floats."""
+    def step(self, at: tuple[int, int] | None = None, margin: tuple[int, int] = (0, 0)) -> dict[str, float]:
+        """Sample a batch from replay and train once; returns the update's metrics as floats.
+
+        ``at`` and ``margin``: sample the replay as it was at that mark (see :meth:`Replay.sample`).
+        """
         t0 = time.perf_counter()
-        out = self.train(self.replay.sample(self.config.batch_size))
+        out = self.train(self.replay.sample(self.config.batch_size, at, margin))
         metrics = {k: float(v) for k, v in out.items()}
         self.update_time += time.perf_counter() - t0
         return metrics

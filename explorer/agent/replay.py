@@ -66,22 +66,54 @@ class Replay:
     def _stacked(self, ids: np.ndarray) -> np.ndarray:
         return stack_frames(self.frames[ids % self.capacity])  # [B, k, H, W, C] -> [B, H, W, k*C]
 
-    def sample(self, batch: int) -> dict[str, np.ndarray]:
+    def mark(self) -> tuple[int, int]:
+        """``(transitions, frames)`` written so far: a point :meth:`sample` can sample the replay as it was at."""
         with self.lock:
-            return self._sample(batch)
+            return self.written, self.frames_written
 
-    def _sample(self, batch: int) -> dict[str, np.ndarray]:
-        # A frame pushed after a transition was sampled may overwrite the oldest slot; the
-        # lock keeps the ids and the frames they point to consistent within one batch.
-        oldest = self.frames_written - self.capacity
-        idx = self.rng.integers(0, len(self), size=batch)
-        stale = self.obs_ids[idx, 0] < oldest
+    def sample(self, batch: int, at: tuple[int, int] | None = None, margin: tuple[int, int] = (0, 0)) -> dict[str, np.ndarray]:
+        """``batch`` transitions drawn uniformly, with their observations stacked: ``uint8[B, H, W, k*C]``.
+
+        Args:
+          batch: transitions.
+          at: sample the replay as it was at this :meth:`mark`, although more may have been added
+            since (a learner on another thread, one step behind the actor): what was added after
+            it is never drawn, so the batch depends on ``at`` alone, not on timing.
+          margin: ``(transitions, frames)`` that may be added while this call runs or since ``at``,
+            at most. Transitions whose slots or frames they could overwrite are not drawn, and
+            with a frame margin the frames are copied outside the lock, so a writer on another
+            thread never waits for the copy.
+        """
+        with self.lock:
+            rows = self._draw(batch, at, margin)
+            if not margin[1]:
+                return self._with_frames(rows)
+        return self._with_frames(rows)
+
+    def _draw(self, batch: int, at: tuple[int, int] | None, margin: tuple[int, int]) -> dict[str, np.ndarray]:
+        written, frames_written = at if at is not None else (self.written, self.frames_written)
+        n, cap = min(written, self.capacity), self.capacity
+        oldest = frames_written - cap + margin[1]
+
+        def unusable(idx: np.ndarray) -> np.ndarray:
+            bad = self.obs_ids[idx, 0] < oldest
+            if margin[0] and written >= cap:
+                bad |= (idx - written) % cap < margin[0]
+            return bad
+
+        idx = self.rng.integers(0, n, size=batch)
+        stale = unusable(idx)
         while stale.any():
-            idx[stale] = self.rng.integers(0, len(self), size=int(stale.sum()))
-            stale = self.obs_ids[idx, 0] < oldest
-        return {"obs": self._stacked(self.obs_ids[idx]), "action": self.action[idx], "reward": self.reward[idx],
-                "discount": self.discount[idx], "next_obs": self._stacked(self.next_ids[idx]),
+            idx[stale] = self.rng.integers(0, n, size=int(stale.sum()))
+            stale = unusable(idx)
+        return {"obs_ids": self.obs_ids[idx], "action": self.action[idx], "reward": self.reward[idx],
+                "discount": self.discount[idx], "next_ids": self.next_ids[idx],
                 "ctx": self.ctx[idx], "next_ctx": self.next_ctx[idx]}
+
+    def _with_frames(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"obs": self._stacked(rows["obs_ids"]), "action": rows["action"], "reward": rows["reward"],
+                "discount": rows["discount"], "next_obs": self._stacked(rows["next_ids"]),
+                "ctx": rows["ctx"], "next_ctx": rows["next_ctx"]}
 
     def state(self) -> dict[str, np.ndarray]:
         n = len(self)

@@ -26,6 +26,10 @@ import numpy as np
 from explorer.config import LearnerConfig
 from explorer.core import ExplorerError, Learner
 
+#: live mode: transitions and frames the control thread may add while one batch is drawn and copied (a copy
+#: takes milliseconds, a tick tens); their slots are left out, and the frames are copied outside the lock
+LIVE_MARGIN = (4, 64)
+
 
 class LearnerDied(ExplorerError):
     """The learner thread stopped with an error."""
@@ -99,7 +103,7 @@ class ThreadedLearner:
                 t0 = time.monotonic()
                 if self._first_update is None:
                     self._first_update = t0
-                metrics = self.learner.step()
+                metrics = self.learner.step(margin=LIVE_MARGIN)
                 self.updates += 1
                 self._last_update = time.monotonic()
                 self._train_s += self._last_update - t0
@@ -112,3 +116,110 @@ class ThreadedLearner:
                     self._stop.wait(rest)
         except BaseException as err:  # surfaced on the acting thread by check()
             self.error = err
+
+
+class LockstepLearner:
+    """One update per agent step, on a thread of its own, one step behind the actor (explore).
+
+    The built-in game waits for the agent, so explore could alternate acting and
+    learning on one core; this overlaps them instead. After the actor's step ``t``
+    the update for ``t`` is :meth:`submit`-ted; it runs while the actor takes step
+    ``t + 1``, and before step ``t + 2`` the actor installs the weights it produced
+    (:meth:`sync`). So the actor acts with weights one update older than when
+    training inline, and the run stays repeatable: each update samples the replay
+    as it was at its step (:meth:`Replay.mark`), whatever the actor added since,
+    and the actor always installs the weights of the same update.
+
+    Args:
+      learner: trains from replay.
+      actor: acts with its own copy of the policy (``set_weights``).
+      margin: ``(transitions, frames)`` the actor adds at most during one step.
+    """
+
+    def __init__(self, learner: Any, actor: Any, margin: tuple[int, int]):
+        self.learner = learner
+        self.actor = actor
+        self.margin = margin
+        self.submitted = 0
+        self.done = 0
+        self.installed = 0  # the update whose weights the actor acts with (0: the initial ones)
+        #: the metrics of the update whose weights were installed last (taken by the next step's observers)
+        self.metrics: dict[str, float] = {}
+        self.error: BaseException | None = None
+        self._weights: dict[int, tuple[list[np.ndarray], dict[str, float]]] = {}
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, tuple[int, int]]] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
+        self._thread.start()
+
+    def submit(self) -> None:
+        """Queue one update on the replay as it is now."""
+        self.check()
+        at = self.learner.replay.mark()
+        with self._cond:
+            self.submitted += 1
+            self._queue.append((self.submitted, at))
+            self._cond.notify_all()
+
+    def sync(self) -> None:
+        """Before an action: wait for all but the newest submitted update, and act with its weights."""
+        want = self.submitted - 1
+        if want <= self.installed:
+            self.check()
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self.done >= want or self.error is not None)
+            published = self._weights.pop(want, None)
+            for v in [v for v in self._weights if v < want]:
+                del self._weights[v]
+        self.check()
+        assert published is not None
+        self._install(want, published)
+
+    def _install(self, version: int, published: tuple[list[np.ndarray], dict[str, float]]) -> None:
+        weights, metrics = published
+        self.actor.set_weights(weights)
+        self.installed = version
+        self.metrics = metrics
+
+    def drain(self) -> None:
+        """Wait until every submitted update is done (before a checkpoint), and act with the newest weights."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.done >= self.submitted or self.error is not None)
+            published = self._weights.pop(self.submitted, None)
+            self._weights.clear()
+        self.check()
+        if published is not None:
+            self._install(self.submitted, published)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise LearnerDied(f"the learner thread stopped after {self.done} updates: "
+                              f"{type(self.error).__name__}: {self.error}") from self.error
+
+    def close(self) -> None:
+        """Finish the updates submitted, then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=60.0)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._queue or self._closed)
+                    if not self._queue:
+                        return
+                    version, at = self._queue.pop(0)
+                metrics = self.learner.step(at, self.margin)
+                weights = self.learner.get_weights()
+                with self._cond:
+                    self._weights[version] = (weights, metrics)
+                    self.done = version
+                    self._cond.notify_all()
+        except BaseException as err:  # surfaced on the acting thread by check()
+            with self._cond:
+                self.error = err
+                self._cond.notify_all()

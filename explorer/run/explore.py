@@ -12,10 +12,17 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from explorer.agent.threaded import LockstepLearner
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
 from explorer.run.driver import Driver, Transition
-from explorer.run.observers import Coverage, InlineTrainer, MetricsLog, open_recorder
+from explorer.run.observers import (
+    Coverage,
+    InlineTrainer,
+    MetricsLog,
+    OverlappedTrainer,
+    open_recorder,
+)
 from explorer.run.rundir import RunDir
 
 
@@ -55,7 +62,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         agent = None
         if actor is None:
             if config.run.agent == "explorer":
-                agent = build_agent(config, env.frame_shape)
+                agent = build_agent(config, env.frame_shape, acting_copy=config.learner.overlap)
                 actor = agent.actor
             else:
                 actor = build_baseline(config)
@@ -67,6 +74,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
                                     "resume runs of the learning agent (run.agent = explorer)")
             checkpointer.restore()
             agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
+            agent.actor.set_weights(agent.learner.get_weights())
             start = agent.actor.steps
             if start >= config.run.steps:
                 raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
@@ -81,13 +89,20 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             done[0] = start + t.index
 
         driver.on_step(count)
-        if agent is not None:
+        lockstep = None
+        if agent is not None and config.learner.overlap:
+            lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config))
+            stack.callback(lockstep.close)
+            OverlappedTrainer(lockstep, agent.actor, config.learner).attach(driver)
+        elif agent is not None:
             driver.on_step(InlineTrainer(agent.learner, agent.actor, config.learner))
         if checkpointer is not None:
             every = config.learner.checkpoint_every
 
             def save(t: Transition) -> None:
                 if every and done[0] % every == 0:
+                    if lockstep is not None:
+                        lockstep.drain()  # the checkpoint holds settled weights
                     checkpointer.save(done[0])
 
             driver.on_step(save)
@@ -107,6 +122,8 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             recorder.attach(driver)
 
         def final_checkpoint() -> None:
+            if lockstep is not None and lockstep.error is None:
+                lockstep.drain()
             if checkpointer is not None and done[0] > start and not checkpointer.failed:
                 checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
 
@@ -134,3 +151,9 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
     }
     run.write_summary(summary)
     return summary
+
+
+def adds_per_step(config: Config) -> tuple[int, int]:
+    """``(transitions, frames)`` the adder writes at most in one agent step: an episode's end flushes
+    ``n_step`` transitions; its start writes the first observation's frames and the next one."""
+    return config.learner.n_step + 1, config.observation.stack + 2

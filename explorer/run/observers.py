@@ -36,6 +36,28 @@ class InlineTrainer:
             t.metrics.update(self.learner.step())
 
 
+class OverlappedTrainer:
+    """:class:`InlineTrainer`'s schedule, each update run by a :class:`LockstepLearner` while the actor
+    takes its next step; the update's metrics join the transition when its weights are installed."""
+
+    def __init__(self, lockstep: Any, actor: Any, config: LearnerConfig):
+        self.lockstep = lockstep
+        self.actor = actor
+        self.config = config
+
+    def attach(self, driver: Driver) -> None:
+        driver.before_act(self.lockstep.sync)
+        driver.on_step(self._step)
+
+    def _step(self, t: Transition) -> None:
+        c = self.config
+        if self.lockstep.metrics:
+            t.metrics.update(self.lockstep.metrics)
+            self.lockstep.metrics = {}
+        if self.actor.steps >= c.warmup_steps and self.lockstep.learner.ready() and self.actor.steps % c.update_every == 0:
+            self.lockstep.submit()
+
+
 class Coverage:
     """Map cells visited per episode, from a position ``where(step) -> (x, y)`` (measurement only).
 
