@@ -137,6 +137,9 @@ class RunConfig(_Section):
     sticky_steps: int = Field(8, ge=1, description="steps each random action is held for agent=sticky")
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
     log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")
+    threads: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
+        (0, 0), description="TensorFlow's inter-op and intra-op thread pools (0: TensorFlow's choice, one thread "
+        "per core); set before TensorFlow starts")
 
 
 class NoveltyConfig(_Section):

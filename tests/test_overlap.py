@@ -94,3 +94,23 @@ def test_sampling_at_a_mark_never_draws_what_came_after_it():
     batch = replay.sample(2000, at=at, margin=(3, 3))
     assert np.all(batch["reward"] == 1.0)
     assert np.any(replay.sample(2000)["reward"] == -1.0)  # without the mark they are drawn
+
+
+def test_thread_pools_are_sized_before_tensorflow_starts_and_refused_after():
+    import subprocess
+    import sys
+
+    script = (
+        "from explorer.run.builder import configure_threads\n"
+        "import tensorflow as tf\n"
+        "configure_threads((1, 2))\n"
+        "print(tf.config.threading.get_inter_op_parallelism_threads(), tf.config.threading.get_intra_op_parallelism_threads())\n"
+        "tf.constant(1.0) + 1.0\n"
+        "configure_threads((1, 2))  # the same again: fine\n"
+        "try:\n"
+        "    configure_threads((2, 1))\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, str(err)[:40])\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    assert out[0] == "1 2"
+    assert out[1].startswith("ExplorerError run.threads = [2, 1] cannot")

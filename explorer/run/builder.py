@@ -21,7 +21,7 @@ from explorer.agent.networks import StickRange, build_encoder, build_policy_net
 from explorer.agent.novelty import Novelty, make_novelty
 from explorer.agent.replay import Replay
 from explorer.config import Config
-from explorer.core import Actor
+from explorer.core import Actor, ExplorerError
 
 
 @dataclass
@@ -98,6 +98,27 @@ def build_baseline(config: Config) -> Actor:
     if run.agent == "sticky_prior":
         return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner))
     raise ValueError(f"run.agent = {run.agent!r} is not a baseline")
+
+
+def configure_threads(threads: tuple[int, int]) -> None:
+    """Size TensorFlow's inter-op and intra-op thread pools (``run.threads``; 0 keeps TensorFlow's choice).
+
+    Only possible before TensorFlow runs its first operation: later calls that would change the
+    pools raise :class:`~explorer.core.ExplorerError`.
+    """
+    import tensorflow as tf
+
+    inter, intra = threads
+    try:
+        if inter:
+            tf.config.threading.set_inter_op_parallelism_threads(inter)
+        if intra:
+            tf.config.threading.set_intra_op_parallelism_threads(intra)
+    except RuntimeError as err:
+        if (inter and tf.config.threading.get_inter_op_parallelism_threads() != inter) or \
+                (intra and tf.config.threading.get_intra_op_parallelism_threads() != intra):
+            raise ExplorerError(f"run.threads = {list(threads)} cannot be applied: TensorFlow has already started "
+                                f"in this process ({err})") from err
 
 
 def seed_everything(seed: int, eager: bool = False) -> None:

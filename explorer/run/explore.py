@@ -36,8 +36,9 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
       run_path: an existing run directory to resume (its latest checkpoint).
       actor: an actor to use instead of the one ``run.agent`` names (benchmarks of outside agents).
     """
-    from explorer.run.builder import seed_everything
+    from explorer.run.builder import configure_threads, seed_everything
 
+    configure_threads(config.run.threads)
     seed_everything(config.run.seed, eager=config.run.eager)
     # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
     run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)

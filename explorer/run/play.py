@@ -45,9 +45,10 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     from explorer.envs.live import LiveEnv
     from explorer.envs.pad import make_pad
     from explorer.envs.screen import focus_check, make_screen
-    from explorer.run.builder import build_agent, seed_everything
+    from explorer.run.builder import build_agent, configure_threads, seed_everything
     from explorer.run.safety import Hotkeys, countdown
 
+    configure_threads(config.run.threads)
     seed_everything(config.run.seed)
     game = None
     checks: list[Any] = []
