@@ -221,12 +221,12 @@ class Coordinator:
 
     Args:
       config: the run's config. run: its directory (metrics, TensorBoard).
-      cluster: the connection. learner: the learner actor; status: its first status.
+      workers: the worker actors. learner: the learner actor; status: its first status.
       on_report: called with every worker's report as it arrives (tools and tests).
       progress: show a progress bar.
     """
 
-    def __init__(self, config: Config, run: RunDir, cluster: Cluster, learner: Any, status: dict[str, Any],
+    def __init__(self, config: Config, run: RunDir, workers: list[Any], learner: Any, status: dict[str, Any],
                  on_report: Callable[[Report], None] | None = None, progress: bool = True):
         from tqdm import tqdm
 
@@ -238,7 +238,7 @@ class Coordinator:
         self.start = int(status["start"])
         self.budget = max(config.run.steps - self.start, 0)
         self.delivered = 0
-        self.slots = [_Slot(i, cluster.worker(config, i)) for i in range(config.run.workers)]
+        self.slots = [_Slot(i, handle) for i, handle in enumerate(workers)]
         self.adds: list[Any] = []
         self.saves: list[Any] = []
         self.status_call: Any = None
@@ -525,6 +525,7 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
         cluster = Cluster(config)
         stack.callback(cluster.close)
         learner = cluster.learner(config, run.path, resume=run_path is not None)
+        workers = [cluster.worker(config, i) for i in range(config.run.workers)]  # built while the learner is
         try:
             status = ray.get(learner.status.remote())
         except ray.exceptions.RayError as err:
@@ -536,7 +537,7 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
                                     f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
             run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
-        coordinator = Coordinator(config, run, cluster, learner, status, on_report, progress)
+        coordinator = Coordinator(config, run, workers, learner, status, on_report, progress)
         try:
             coordinator.loop()
         finally:  # on every way out, Ctrl-C included: workers stopped, learner stopped, a checkpoint written
