@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_a_killed_worker_is_restarted_and_the_run_reports_the_lost_batch(two_wor
 def test_a_multi_worker_run_writes_metrics_per_worker_and_a_checkpoint(two_worker_run):
     summary, _, _ = two_worker_run
     run = summary["run_dir"]
-    lines = [json.loads(x) for x in open(os.path.join(run, "metrics.jsonl"))]
+    lines = [json.loads(x) for x in Path(run, "metrics.jsonl").read_text().splitlines()]
     episodes = [x for x in lines if "episode" in x]
     assert {x["worker"] for x in episodes} == {0, 1} and all(x["cells"] > 0 for x in episodes)
     periodic = [x for x in lines if "steps_per_s" in x]
@@ -105,7 +106,7 @@ def test_a_multi_worker_run_resumes_from_its_checkpoint_with_another_number_of_w
     code = cli.main(["explore", "--resume", first["run_dir"], "--steps", str(STEPS + 90), "--workers", "3", "--no-progress",
                      "--set", "run.worker_cpus=0.3"])
     assert code == 0, capsys.readouterr().err[-2000:]
-    summary = json.load(open(os.path.join(first["run_dir"], "summary.json")))
+    summary = json.loads(Path(first["run_dir"], "summary.json").read_text())
     assert summary["resumed_at"] == STEPS and summary["steps"] == 90 and len(summary["workers"]) == 3
     assert summary["updates"] > first["updates"]  # the learner went on from its checkpoint's count
     assert summary["updates"] <= (STEPS + 90 - 60) // 2 + 1

@@ -265,9 +265,12 @@ class Coordinator:
         return self.start + self.delivered
 
     # ------------------------------------------------------------ the loop
-    def loop(self) -> None:
-        """Run until the step budget is delivered (or every worker is gone)."""
+    def loop(self, max_seconds: float | None = None) -> None:
+        """Run until the step budget is delivered (or every worker is gone); after ``max_seconds``, grant
+        nothing more and take in what is under way."""
         while self.delivered < self.budget:
+            if max_seconds is not None and time.monotonic() - self.t0 > max_seconds:
+                self.budget = min(self.budget, self.delivered + sum(s.granted for s in self.slots))
             live = [s for s in self.slots if s.state != "gone"]
             if not live:
                 raise ExplorerError(f"every worker failed more than run.worker_restarts = "
@@ -461,7 +464,8 @@ class Coordinator:
             "updates": status["updates"], "updates_per_s": (status["updates"] - updates) / dt,
             "transitions_per_s": (status["transitions"] - transitions) / dt,
             "update_to_data": self.update_to_data(status), "update_to_data_setting": 1 / self.config.learner.update_every,
-            "weights_version": status["version"], "lost_batches": sum(s.lost_batches for s in self.slots),
+            "weights_version": status["version"], "learner_rss_mb": status["rss_mb"],
+            "lost_batches": sum(s.lost_batches for s in self.slots),
             "worker_restarts": sum(s.restarts for s in self.slots),
             "coverage/distinct_cells": len(set().union(*(s.coverage.all_cells for s in self.slots))),
             **status.get("metrics", {})}
@@ -592,7 +596,8 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         "weights_version": final["version"], "lost_batches": sum(s.lost_batches for s in c.slots),
         "lost_steps": sum(s.lost_steps for s in c.slots), "worker_restarts": sum(s.restarts for s in c.slots),
         "workers": workers,
-        "learner": {"host": final["host"], "gpus": final["gpu"], "train_seconds": round(final["train_seconds"], 2),
+        "learner": {"host": final["host"], "gpus": final["gpu"], "rss_mb": round(final["rss_mb"], 1),
+                    "train_seconds": round(final["train_seconds"], 2),
                     "merge_seconds": round(final["merge_seconds"], 2), "replay": final["replay"],
                     "batches": final["batches"], "frames": final["frames"]},
         "cluster": {"address": cluster.address, "cpus": cluster.cpus, "gpus": cluster.gpus},

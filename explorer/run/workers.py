@@ -369,7 +369,7 @@ class LearnerService:
                                "version": self.version, "weights": self.published, "by_worker": dict(self.by_worker),
                                "replay": len(self.agent.replay), "merge_seconds": self.merge_seconds,
                                "train_seconds": self._train_s, "updates_per_s": self._rate(),
-                               "host": socket.gethostname(), "gpu": _gpus()}
+                               "host": socket.gethostname(), "gpu": _gpus(), "rss_mb": _rss_mb()}
         if metrics:
             window, self._window = self._window, {}
             out["metrics"] = {k: float(np.mean(v)) for k, v in window.items()}
@@ -418,6 +418,13 @@ class LearnerService:
                     self.version += 1
         except BaseException as err:  # surfaced to the coordinator by status()
             self.error = err
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process, MiB (flat over a run: replay is allocated whole at the start)."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def _gpus() -> int:
