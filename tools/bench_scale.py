@@ -96,7 +96,8 @@ def _follow_once(path: Path, lines: list[tuple[float, dict[str, Any]]], t0: floa
 
 
 def _setting(sets: list[str], key: str, default: float) -> float:
-    for s in sets:
+    """The value ``--set`` gave ``key`` last (as the command line takes it), else ``default``."""
+    for s in reversed(sets):
         if s.startswith(key + "="):
             return float(s.split("=", 1)[1])
     return default
@@ -116,7 +117,7 @@ def figures(workers: int, summary: dict[str, Any], lines: list[tuple[float, dict
     if workers > 1:
         updates = b["updates"] - a["updates"]
         out["updates_per_s"] = updates / dt if dt > 0 else float("nan")
-        out["transitions_per_s"] = np.mean([x["transitions_per_s"] for _, x in after[1:]]) if len(after) > 1 else float("nan")
+        out["transitions_per_s"] = (b["transitions"] - a["transitions"]) / dt if dt > 0 else float("nan")
         out["update_to_data"] = updates / steps if steps else float("nan")
         out["lost_batches"] = summary["lost_batches"]
         out["learner_rss_mb"] = [a.get("learner_rss_mb"), b.get("learner_rss_mb")]

@@ -242,6 +242,7 @@ class Coordinator:
         self.adds: list[Any] = []
         self.saves: list[Any] = []
         self.status_call: Any = None
+        self._next_poll = 0.0
         self.max_adds = max(2, config.run.workers)
         self.stopped_by = "steps"
         self.save_failed = False
@@ -320,8 +321,9 @@ class Coordinator:
         if slot.call is not None or len(self.adds) >= self.max_adds:
             return
         behind = self._behind()
-        if behind and self.status_call is None:
-            self.status_call = self.learner.status.remote()
+        if behind and self.status_call is None and now >= self._next_poll:
+            # Ask how far the learner got, at most 10 times a second (each answer takes it from training).
+            self.status_call, self._next_poll = self.learner.status.remote(), now + 0.1
         committed = self.delivered + sum(s.granted for s in self.slots)
         grant = 0 if behind else min(self.config.run.ship_steps, self.budget - committed)
         if grant <= 0 and slot.granted == 0:
@@ -464,6 +466,7 @@ class Coordinator:
             "updates": status["updates"], "updates_per_s": (status["updates"] - updates) / dt,
             "transitions_per_s": (status["transitions"] - transitions) / dt,
             "update_to_data": self.update_to_data(status), "update_to_data_setting": 1 / self.config.learner.update_every,
+            "transitions": status["transitions"],
             "weights_version": status["version"], "learner_rss_mb": status["rss_mb"],
             "lost_batches": sum(s.lost_batches for s in self.slots),
             "worker_restarts": sum(s.restarts for s in self.slots),

@@ -318,6 +318,7 @@ class LearnerService:
         self.version = 0
         self.published = [self.publish(self._weights())]
         self.error: BaseException | None = None
+        self.gpus = _gpus()
         self._window: dict[str, list[float]] = {}
         self._train_lock = threading.Lock()
         self._wake = threading.Condition()
@@ -369,7 +370,7 @@ class LearnerService:
                                "version": self.version, "weights": self.published, "by_worker": dict(self.by_worker),
                                "replay": len(self.agent.replay), "merge_seconds": self.merge_seconds,
                                "train_seconds": self._train_s, "updates_per_s": self._rate(),
-                               "host": socket.gethostname(), "gpu": _gpus(), "rss_mb": _rss_mb()}
+                               "host": socket.gethostname(), "gpu": self.gpus, "rss_mb": _rss_mb()}
         if metrics:
             window, self._window = self._window, {}
             out["metrics"] = {k: float(np.mean(v)) for k, v in window.items()}
