@@ -145,7 +145,8 @@ class Cluster:
                 ray.init(address=self.address, logging_level=logging.WARNING, runtime_env=env)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise ExplorerError(f"cannot join the Ray cluster at {self.address}: {_one_line(err)}; start one with "
-                                    f"ray start --head, or leave run.address and RAY_ADDRESS empty for a local "
+                                    f"ray start --head (if it uses token authentication, set RAY_AUTH_MODE=token and "
+                                    f"its token here too), or leave run.address and RAY_ADDRESS empty for a local "
                                     f"cluster") from None
         else:
             # Logical CPUs: on a small machine the workers and the learner share its cores.
