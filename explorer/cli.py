@@ -36,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an explore run from its latest checkpoint (its config.toml, then --config/--set)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="game instances feeding one learner, each a Ray actor (overrides run.workers; needs the ray extra)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --workers: join this Ray cluster (overrides run.address; default RAY_ADDRESS, "
+                        "else a local cluster)")
     p.set_defaults(handler=cmd_explore)
 
     p = sub.add_parser("play", help="live: capture a screen region or window and drive a virtual pad")
@@ -120,6 +125,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
         extra.append(f"run.dir={quote(args.out)}")
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
+    if args.workers is not None:
+        extra.append(f"run.workers={args.workers}")
+    if args.address:
+        extra.append(f"run.address={quote(args.address)}")
     if args.resume:
         run_config = Path(args.resume) / "config.toml"
         if not run_config.is_file():
@@ -144,6 +153,12 @@ def cmd_explore(args: argparse.Namespace) -> int:
     cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
     print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
           f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
+    if "workers" in summary:
+        print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "
+              f"({summary['update_to_data']:.3f} per step, setting {summary['update_to_data_setting']:.3f}), "
+              f"{summary['transitions_per_s']:.0f} transitions/s into replay, weights version "
+              f"{summary['weights_version']}, {summary['lost_batches']} batches lost, "
+              f"{summary['worker_restarts']} worker restarts")
     return 0
 
 

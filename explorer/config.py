@@ -104,7 +104,9 @@ class ControlConfig(_Section):
 class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
-    name: Literal["vizdoom"] = Field("vizdoom", description="built-in game engine")
+    name: Literal["vizdoom", "synthetic"] = Field(
+        "vizdoom", description="built-in game engine. vizdoom: ViZDoom; synthetic: a cheap made-up room of coloured "
+        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine)")
     scenario: str = Field("my_way_home", description="bundled ViZDoom scenario name, freedoom (a map as its authors made "
                           "it, no rewards: use with game.wad and game.map), or a path to a .cfg file")
     wad: str = Field("", description="WAD to play: freedoom1 or freedoom2 (shipped with ViZDoom) or a .wad path; a game "
@@ -140,6 +142,16 @@ class RunConfig(_Section):
     threads: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
         (0, 0), description="TensorFlow's inter-op and intra-op thread pools (0: TensorFlow's choice, one thread "
         "per core); set before TensorFlow starts")
+    workers: int = Field(1, ge=1, description="game instances feeding one learner (explore). 1: one process, as "
+                         "always; more: each game runs in a Ray actor of its own (pip install -e '.[ray]')")
+    address: str = Field("", description="run.workers > 1: the Ray cluster to join (the address ray start --head "
+                         "prints, or auto); empty: RAY_ADDRESS when it is set, else a local cluster started for the run")
+    ship_steps: int = Field(128, ge=1, description="run.workers > 1: agent steps a worker collects before it ships them "
+                            "to the learner as one batch (frames uint8)")
+    worker_restarts: int = Field(5, ge=0, description="run.workers > 1: times a worker whose game or process died is "
+                                 "restarted before the run goes on without it")
+    worker_cpus: float = Field(1.0, gt=0, description="run.workers > 1: CPUs Ray reserves for each worker (its game "
+                               "and its policy's inference threads)")
 
 
 class NoveltyConfig(_Section):
@@ -191,7 +203,8 @@ class LearnerConfig(_Section):
     action_repeat: int = Field(1, ge=1, description="agent steps each of the actor's decisions is held for; a replayed "
                                "transition is one decision, its novelty summed (discounted) over its steps")
     batch_size: int = Field(32, gt=0, description="transitions per update")
-    update_every: int = Field(1, ge=1, description="agent steps between updates")
+    update_every: int = Field(1, ge=1, description="agent steps between updates: the update-to-data ratio is "
+                              "1/update_every (run.workers > 1: per agent step the learner has taken in)")
     warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
     replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
     actor_lr: float = Field(3e-4, gt=0, description="actor Adam step size")
@@ -233,7 +246,11 @@ class LearnerConfig(_Section):
                           "inline, while the actor takes its next step (the actor acts with weights one update older); "
                           "false alternates acting and learning on one thread")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
-    publish_every: int = Field(10, ge=1, description="live mode: updates between weight snapshots handed to the acting policy")
+    publish_every: int = Field(10, ge=1, description="live mode and run.workers > 1: updates between weight snapshots "
+                               "handed to the acting policies")
+    lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps of data the learner may fall behind "
+                           "learner.update_every before the workers wait for it (keeps the updates per step at the "
+                           "setting); 0: the workers never wait, and the learner trains what it can")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
 
     @model_validator(mode="after")
@@ -384,11 +401,30 @@ def config_problems(config: Config) -> list[str]:
         problems.append(f"{cnn} reads frames with a CNN of {NOVELTY_CNN_LAYERS} convolutions (kernel 3, stride 2) "
                         f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
                         f"{w}: raise them, or use {instead}")
+    problems += worker_problems(config)
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "
                         f"{novelty.episode_capacity} embeddings an episode keeps, so every step would earn the same "
                         f"reward: make novelty.exclude_recent smaller than novelty.episode_capacity")
+    return problems
+
+
+def worker_problems(config: Config) -> list[str]:
+    """What ``run.workers > 1`` cannot do yet, one sentence each."""
+    run = config.run
+    if run.workers == 1:
+        return []
+    problems = []
+    if run.agent != "explorer":
+        problems.append(f"run.workers = {run.workers} runs the learning agent only, but run.agent = {run.agent}: "
+                        f"run baselines with run.workers = 1")
+    if config.record.dir:
+        problems.append(f"run.workers = {run.workers} does not record sessions (record.dir = {config.record.dir!r}): "
+                        f"record with run.workers = 1, or leave record.dir empty")
+    if config.game.realtime or config.game.visible:
+        problems.append(f"run.workers = {run.workers} runs headless, synchronous games: set game.realtime and "
+                        f"game.visible to false")
     return problems
 
 

@@ -15,11 +15,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from explorer.agent.replay import Replay
+
+class TransitionSink(Protocol):
+    """Where an adder writes: a :class:`~explorer.agent.replay.Replay`, or a worker's
+    :class:`~explorer.agent.outbox.Outbox` that ships batches to a learner elsewhere."""
+
+    def push_frame(self, frame: np.ndarray) -> int:
+        """Store one ``uint8[H, W, C]`` frame; returns its id (ids count up from 0)."""
+
+    def add(self, obs_ids: Any, action: Any, reward: Any, discount: Any, next_ids: Any, ctx: Any,
+            next_ctx: Any) -> None:
+        """Store one transition over frame ids."""
 
 
 @dataclass
@@ -37,12 +47,12 @@ class NStepAdder:
     """Writes frames and n-step transitions into ``replay``.
 
     Args:
-      replay: where transitions go.
+      replay: where transitions go (a replay, or an outbox).
       gamma: discount per agent step.
       n_step: decisions summed before bootstrapping.
     """
 
-    def __init__(self, replay: Replay, gamma: float, n_step: int):
+    def __init__(self, replay: TransitionSink, gamma: float, n_step: int):
         self.replay = replay
         self.gamma = gamma
         self.n_step = n_step

@@ -198,6 +198,23 @@ class Novelty:
     def checkpoint_items(self) -> dict[str, Any]:
         return {"mean": self.mean, "var": self.var, "steps": self.steps}
 
+    def learned(self) -> list[keras.Model]:
+        """The models :meth:`train` fits and :meth:`reward` reads (none for fixed signals): what a copy
+        scoring novelty elsewhere (a worker of ``explore --workers N``) needs from the learner's."""
+        return []
+
+    def get_learned_weights(self) -> list[Any]:
+        """Weights of :meth:`learned`, as ``numpy`` arrays, in a fixed order."""
+        return [w.numpy() for model in self.learned() for w in model.weights]
+
+    def set_learned_weights(self, weights: list[Any]) -> None:
+        """Install weights from another copy's :meth:`get_learned_weights`."""
+        variables = [w for model in self.learned() for w in model.weights]
+        if len(variables) != len(weights):
+            raise ValueError(f"{self.name} novelty has {len(variables)} learned weights, got {len(weights)}")
+        for variable, value in zip(variables, weights, strict=True):
+            variable.assign(value)
+
     def warm_up(self) -> None:
         """Trace the compiled reward and reset now, so nothing traces while a game runs."""
         self._reward_fn.get_concrete_function()
@@ -329,6 +346,9 @@ class EpisodicNovelty(Novelty):
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
         return {"temporal_loss": loss}
 
+    def learned(self) -> list[keras.Model]:
+        return [self.embed] if self.temporal or self.inverse is not None else []
+
     def checkpoint_items(self) -> dict[str, Any]:
         items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
                  "history": self.history, "history_count": self.history_count}
@@ -393,6 +413,9 @@ class RNDNovelty(Novelty):
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
         return {"rnd_loss": loss}
 
+    def learned(self) -> list[keras.Model]:
+        return [self.predictor]
+
     def checkpoint_items(self) -> dict[str, Any]:
         return {**super().checkpoint_items(), "target": self.target, "predictor": self.predictor, "optimizer": self.optimizer}
 
@@ -429,6 +452,9 @@ class ForwardNovelty(Novelty):
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
         return {"forward_loss": loss}
+
+    def learned(self) -> list[keras.Model]:
+        return [self.model]
 
     def checkpoint_items(self) -> dict[str, Any]:
         return {**super().checkpoint_items(), "model": self.model, "optimizer": self.optimizer}

@@ -8,11 +8,15 @@ itself to ``replay.npz``.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from explorer.config import replay_slots
 from explorer.core import ACTION_DIM, stack_frames
+
+if TYPE_CHECKING:
+    from explorer.agent.outbox import Batch
 
 
 class Replay:
@@ -59,6 +63,22 @@ class Replay:
             self.action[i], self.reward[i], self.discount[i] = action, reward, discount
             self.ctx[i], self.next_ctx[i] = ctx, next_ctx
             self.written += 1
+
+    def extend(self, batch: Batch) -> None:
+        """Store a batch shipped by a worker (:mod:`explorer.agent.outbox`): its frames, then its
+        transitions with their frame ids moved from the batch's numbering into this replay's."""
+        f, t = len(batch.frames), len(batch)
+        if f > self.capacity:
+            raise ValueError(f"a batch of {f} frames does not fit a replay of {self.capacity} (learner.replay_mb)")
+        with self.lock:
+            base = self.frames_written
+            self.frames[(base + np.arange(f)) % self.capacity] = batch.frames
+            self.frames_written += f
+            rows = (self.written + np.arange(t)) % self.capacity
+            self.obs_ids[rows], self.next_ids[rows] = batch.obs_ids + base, batch.next_ids + base
+            self.action[rows], self.reward[rows], self.discount[rows] = batch.action, batch.reward, batch.discount
+            self.ctx[rows], self.next_ctx[rows] = batch.ctx, batch.next_ctx
+            self.written += t
 
     def __len__(self) -> int:
         return min(self.written, self.capacity)

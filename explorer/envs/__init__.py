@@ -7,14 +7,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from explorer.core import ExplorerError
+
 if TYPE_CHECKING:
     from explorer.config import Config
+    from explorer.envs.doom import DoomEnv
+    from explorer.envs.synthetic import SyntheticEnv
     from explorer.envs.vizdoom import DoomGame
 
 
 def make_game(config: Config) -> DoomGame:
-    """The built-in game named by ``config.game.name``."""
+    """The engine ``config.game.name`` names, for modes that drive its window (``play --game``)."""
     if config.game.name == "vizdoom":
         from explorer.envs.vizdoom import DoomGame
         return DoomGame(config.game, config.observation)
-    raise ValueError(f"unknown game {config.game.name!r}")
+    raise ExplorerError(f"game.name = {config.game.name} has no engine window; use game.name = vizdoom")
+
+
+def make_env(config: Config) -> DoomEnv | SyntheticEnv:
+    """The built-in game ``config.game.name`` names as a synchronous :class:`~explorer.core.Env` (explore)."""
+    if config.game.name == "synthetic":
+        from explorer.envs.synthetic import SyntheticEnv
+        return SyntheticEnv(config.game, config.observation, config.observation.stack, config.ring.capacity)
+    from explorer.envs.doom import DoomEnv
+    return DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.agent.actor import LearningActor, RandomActor
-from explorer.agent.adder import NStepAdder
+from explorer.agent.adder import NStepAdder, TransitionSink
 from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part
 from explorer.agent.context import Context
 from explorer.agent.learner import Learner
@@ -85,6 +85,35 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
                           deterministic=deterministic)
     actor.warm_up()
     return Agent(actor, learner, replay, adder, novelty, context)
+
+
+@dataclass
+class ActingAgent:
+    """The acting half alone, for a worker of ``explore --workers N``: no learner, no replay."""
+
+    actor: LearningActor
+    adder: NStepAdder
+    novelty: Novelty
+    context: Context
+
+
+def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: TransitionSink) -> ActingAgent:
+    """An actor with a policy network of its own (weights arrive through ``set_weights``), its own
+    novelty signal, context and noise, and an adder writing into ``sink`` (a worker's outbox).
+
+    ``config.learner.seed`` seeds the noise: give each worker its own.
+    """
+    lc, k = config.learner, config.observation.stack
+    h, w, c = (int(s) for s in frame_shape)
+    stacked = (h, w, k * c)
+    novelty = make_novelty(config.novelty, (h, w, c), k)
+    context = Context(lc.context, config.game.episode_steps)
+    adder = NStepAdder(sink, lc.gamma, lc.n_step)
+    encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
+    policy_net = build_policy_net(stacked, context.dim, lc, encoder)[1]
+    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder)
+    actor.warm_up()
+    return ActingAgent(actor, adder, novelty, context)
 
 
 def build_baseline(config: Config) -> Actor:

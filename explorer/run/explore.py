@@ -8,6 +8,7 @@ record and checkpoint. The summary goes to ``<run>/summary.json``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -27,38 +28,56 @@ from explorer.run.rundir import RunDir
 
 
 def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
-            actor: Actor | None = None) -> dict[str, Any]:
+            actor: Actor | None = None, on_report: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """The main job: explore the built-in game headless; returns the run summary.
+
+    With ``run.workers > 1`` the games run on a Ray cluster (:mod:`explorer.run.distributed`).
 
     Args:
       config: the merged config.
       progress: show a progress bar.
       run_path: an existing run directory to resume (its latest checkpoint).
       actor: an actor to use instead of the one ``run.agent`` names (benchmarks of outside agents).
+      on_report: ``run.workers > 1``: called with each worker's :class:`~explorer.run.workers.Report`
+        as it arrives (tools, tests).
     """
     from explorer.run.builder import configure_threads, seed_everything
 
+    if config.run.workers > 1:
+        require_ray(config.run.workers)
     configure_threads(config.run.threads)
     seed_everything(config.run.seed, eager=config.run.eager)
     # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
     run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
     try:
-        summary = _explore(config, run, progress, run_path, actor)
+        if config.run.workers > 1:
+            from explorer.run.distributed import explore_workers
+            summary = explore_workers(config, run, progress, run_path, on_report)
+        else:
+            summary = _explore(config, run, progress, run_path, actor)
     finally:
         run.close()
     return summary
 
 
+def require_ray(workers: int) -> None:
+    """Raise a one-line :class:`ExplorerError` saying how to install Ray when it is missing."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ExplorerError(f"run.workers = {workers} runs the games on Ray, which is not installed: "
+                            f"pip install -e '.[ray]' (or pip install 'ray>=2.10'), or use run.workers = 1") from None
+
+
 def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from explorer.envs import make_game
-    from explorer.envs.doom import DoomEnv
+    from explorer.envs import make_env
     from explorer.run.builder import build_agent, build_baseline
     from explorer.run.plots import plot_trajectory
 
     with ExitStack() as stack:
-        env = DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)
+        env = make_env(config)
         stack.callback(env.close)
         agent = None
         if actor is None:

@@ -48,6 +48,45 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
     return path
 
 
+def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -> Path:
+    """Where each worker's player went (one colour per worker, cells any of them visited shaded) and
+    cells per episode of each worker, in the order its episodes ended; saves a PNG."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.2, 1]})
+    cell = coverages[0].cell if coverages else 64.0
+    cells = set().union(*(c.all_cells for c in coverages)) if coverages else set()
+    for cx, cy in cells:
+        ax.add_patch(plt.Rectangle((cx * cell, cy * cell), cell, cell, color="0.85", zorder=0))
+    cmap = plt.get_cmap("tab10" if len(coverages) <= 10 else "viridis", max(len(coverages), 2))
+    for i, cov in enumerate(coverages):
+        colour = cmap(i)
+        if cov.path:
+            xy = np.asarray(cov.path)
+            ep = np.asarray(cov.path_episode)
+            for e in np.unique(ep):
+                sel = xy[ep == e]
+                ax.plot(sel[:, 0], sel[:, 1], lw=0.7, color=colour, alpha=0.7)
+        label = f"worker {i}" if len(coverages) <= 10 else None
+        ax2.plot(np.arange(1, len(cov.per_episode) + 1), cov.per_episode, ".-", color=colour, label=label)
+    ax.set_aspect("equal")
+    ax.autoscale()
+    ax.set_xlabel("x (map units)")
+    ax.set_ylabel("y (map units)")
+    ax.set_title(f"paths, a colour per worker ({len(cells)} distinct {int(cell)}-unit cells)")
+    ax2.set_xlabel("episode of the worker")
+    ax2.set_ylabel("cells visited in the episode")
+    ax2.set_ylim(bottom=0)
+    ax2.grid(alpha=0.3)
+    if 1 < len(coverages) <= 10:
+        ax2.legend(loc="lower right", fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=100))
+    plt.close(fig)
+    return path
+
+
 def plot_history(history: dict[str, list[tuple[int, float]]], path: Path, title: str) -> Path:
     keys = [k for k in ("novelty", "critic_loss", "actor_loss", "q", "alpha") if k in history] or sorted(history)[:4]
     fig, axes = plt.subplots(len(keys) or 1, 1, figsize=(8, 2.2 * max(len(keys), 1)), sharex=True, squeeze=False)

@@ -1,0 +1,608 @@
+"""``explorer explore --workers N``: many game instances on a Ray cluster feeding one learner.
+
+The Ape-X / acme distributed-actor pattern on Ray: each
+:class:`~explorer.run.workers.Worker` is a Ray actor with one game, acting on
+the CPU with the newest published weights; one :class:`~explorer.run.workers.LearnerService`
+actor holds the replay and trains (on a GPU when the cluster has one). This
+process coordinates: it grants each worker its next batch of steps, hands
+the finished batch on to the learner (by reference: the frames go from the
+worker's node to the learner's, never through here), and keeps coverage,
+metrics, checkpoints and the step budget.
+
+Back-pressure, not queues: a worker is at most one batch ahead of its grant,
+at most ``max(2, N)`` batches wait for the learner, and grants stop while the
+learner is more than ``learner.lag_steps`` steps behind its update-to-data
+ratio. Faults: a worker whose process dies is restarted by Ray, one whose game
+fails is killed and restarted the same way (up to ``run.worker_restarts``
+times each); the batch it was acting is lost, counted and reported, and its
+steps are granted again. Ctrl-C stops the workers (their games end neutral)
+and the learner, and writes a checkpoint.
+
+Importing this module imports Ray; :mod:`explorer.run.explore` does so only
+when ``run.workers > 1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+
+from explorer.config import Config, frame_shape
+from explorer.core import ExplorerError
+from explorer.run.coverage import Coverage
+from explorer.run.rundir import RunDir
+from explorer.run.workers import LearnerService, Report, Worker
+
+
+def _configure_tensorflow(gpu: bool, threads: int | None) -> None:
+    """Before TensorFlow starts in this process: hide GPUs unless ``gpu``; cap its thread pools."""
+    import tensorflow as tf
+
+    if not gpu:
+        tf.config.set_visible_devices([], "GPU")
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def _one_line(err: BaseException) -> str:
+    """The first line of what went wrong, from the original exception where Ray wrapped one."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException):
+        err = cause
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+class RemoteWorker:
+    """The Ray actor around a :class:`Worker`: CPU-only TensorFlow, weights fetched with ``ray.get``.
+
+    A failure while building the worker (a map that is not there, say) is raised, on one line,
+    by every call rather than lost in a dead actor.
+    """
+
+    def __init__(self, config: Config, index: int):
+        _configure_tensorflow(gpu=False, threads=max(1, int(config.run.worker_cpus)))
+        self.worker: Worker | None = None
+        self.error = ""
+        try:
+            self.worker = Worker(config, index, fetch=ray.get)
+        except Exception as err:
+            self.error = f"worker {index} could not start: {type(err).__name__}: {_one_line(err)}"
+
+    def _get(self) -> Worker:
+        if self.worker is None:
+            raise ExplorerError(self.error)
+        return self.worker
+
+    def collect(self, grant: int, run_steps: int, version: int, weights: Any) -> tuple[Any, Report]:
+        return self._get().collect(grant, run_steps, version, weights)
+
+    def ping(self) -> str:
+        return self._get().ping()
+
+    def stop(self) -> dict[str, Any]:
+        return self.worker.stop() if self.worker is not None else {}
+
+
+class RemoteLearner:
+    """The Ray actor around a :class:`LearnerService`: weights published with ``ray.put``."""
+
+    def __init__(self, config: Config, run_path: str, frame: tuple[int, int, int], resume: bool, gpu: bool):
+        _configure_tensorflow(gpu=gpu, threads=None)
+        self.service: LearnerService | None = None
+        self.error = ""
+        try:
+            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put)
+        except Exception as err:
+            self.error = f"the learner could not start: {_one_line(err)}"
+
+    def _get(self) -> LearnerService:
+        if self.service is None:
+            raise ExplorerError(self.error)
+        return self.service
+
+    def add(self, batch: Any, worker: int) -> dict[str, Any]:
+        return self._get().add(batch, worker)
+
+    def status(self, metrics: bool = False) -> dict[str, Any]:
+        return self._get().status(metrics)
+
+    def save(self) -> str:
+        return self._get().save()
+
+    def stop(self) -> None:
+        if self.service is not None:
+            self.service.stop()
+
+
+class Cluster:
+    """A connection to Ray for one run: joins ``run.address`` (or ``RAY_ADDRESS``), else starts a local
+    cluster sized for the run; :meth:`close` disconnects (and stops the local cluster) unless Ray was
+    already connected by the caller."""
+
+    def __init__(self, config: Config):
+        run = config.run
+        self.need_cpus = run.workers * run.worker_cpus + 1
+        self.address = run.address or os.environ.get("RAY_ADDRESS", "")
+        self.owned = not ray.is_initialized()
+        env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}}
+        if not self.owned:
+            self.address = "the connected cluster"
+        elif self.address:
+            try:
+                ray.init(address=self.address, logging_level=logging.WARNING, runtime_env=env)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise ExplorerError(f"cannot join the Ray cluster at {self.address}: {_one_line(err)}; start one with "
+                                    f"ray start --head (if it uses token authentication, set RAY_AUTH_MODE=token and "
+                                    f"its token here too), or leave run.address and RAY_ADDRESS empty for a local "
+                                    f"cluster") from None
+        else:
+            # Logical CPUs: on a small machine the workers and the learner share its cores.
+            cpus = max(os.cpu_count() or 1, math.ceil(self.need_cpus))
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
+                     object_store_memory=_object_store_bytes(config), runtime_env=env)
+            self.address = "local"
+        resources = ray.cluster_resources()
+        self.cpus = float(resources.get("CPU", 0.0))
+        self.gpus = float(resources.get("GPU", 0.0))
+        if self.cpus < self.need_cpus:
+            self.close()
+            raise ExplorerError(f"run.workers = {run.workers} needs {self.need_cpus:g} CPUs of the Ray cluster "
+                                f"({run.workers} x run.worker_cpus = {run.worker_cpus:g}, and 1 for the learner), but it "
+                                f"has {self.cpus:g}: add nodes (ray start --address=...), or lower run.workers or "
+                                f"run.worker_cpus")
+
+    def learner(self, config: Config, run_path: Path, resume: bool) -> Any:
+        """The learner actor: on a GPU when the cluster has one."""
+        gpu = self.gpus >= 1
+        actor = ray.remote(RemoteLearner).options(num_cpus=1, num_gpus=1 if gpu else 0, max_restarts=0,
+                                                  name=None)
+        return actor.remote(config, str(run_path), frame_shape(config.observation), resume, gpu)
+
+    def worker(self, config: Config, index: int) -> Any:
+        """Worker ``index``'s actor, restarted by Ray when its process dies."""
+        actor = ray.remote(RemoteWorker).options(num_cpus=config.run.worker_cpus, max_restarts=config.run.worker_restarts,
+                                                 max_task_retries=0)
+        return actor.remote(config, index)
+
+    def close(self) -> None:
+        if self.owned and ray.is_initialized():
+            ray.shutdown()
+
+
+def _object_store_bytes(config: Config) -> int:
+    """Object store of a local cluster: room for every batch that can be under way at once, and weights."""
+    h, w, c = frame_shape(config.observation)
+    batch = (config.run.ship_steps + 4 * config.observation.stack) * (h * w * c + 256)
+    return max(128 * 2**20, 8 * config.run.workers * batch)
+
+
+@dataclass
+class _Slot:
+    """The coordinator's view of one worker."""
+
+    index: int
+    handle: Any
+    state: str = "new"  # new -> running; restarting after a failure; gone when out of restarts
+    call: tuple[Any, Any] | None = None  # (batch, report) references of the call under way
+    ping: Any = None
+    granted: int = 0  # steps granted and not yet delivered
+    delivered_any: bool = False
+    failed_incarnation: str = ""
+    incarnation: str = ""
+    incarnations: int = 0
+    restarts: int = 0
+    lost_batches: int = 0
+    lost_steps: int = 0
+    retry_at: float = 0.0
+    deadline: float = 0.0
+    steps: int = 0
+    episodes: int = 0
+    seconds: float = 0.0
+    versions: list[int] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)
+    window_steps: int = 0
+    window_seconds: float = 0.0
+
+
+class Coordinator:
+    """Grants steps, moves batches to the learner, handles faults, logs; one per run.
+
+    Args:
+      config: the run's config. run: its directory (metrics, TensorBoard).
+      workers: the worker actors. learner: the learner actor; status: its first status.
+      on_report: called with every worker's report as it arrives (tools and tests).
+      progress: show a progress bar.
+    """
+
+    def __init__(self, config: Config, run: RunDir, workers: list[Any], learner: Any, status: dict[str, Any],
+                 on_report: Callable[[Report], None] | None = None, progress: bool = True):
+        from tqdm import tqdm
+
+        self.config = config
+        self.run = run
+        self.learner = learner
+        self.status = status
+        self.on_report = on_report
+        self.start = int(status["start"])
+        self.budget = max(config.run.steps - self.start, 0)
+        self.delivered = 0
+        self.slots = [_Slot(i, handle) for i, handle in enumerate(workers)]
+        self.adds: list[Any] = []
+        self.saves: list[Any] = []
+        self.status_call: Any = None
+        self._next_poll = 0.0
+        self.max_adds = max(2, config.run.workers)
+        self.stopped_by = "steps"
+        self.save_failed = False
+        self.status_first = status
+        self.t0 = time.monotonic()
+        self.bytes = 0
+        self.frames = 0
+        self.transitions = 0
+        self._next_log = self._next_multiple(config.run.log_every)
+        self._next_save = self._next_multiple(config.learner.checkpoint_every) if config.learner.checkpoint_every else None
+        self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
+        self._episodes_total = 0
+        self.bar = tqdm(total=config.run.steps, initial=self.start, disable=not progress, unit="step", dynamic_ncols=True)
+
+    def _next_multiple(self, every: int) -> int:
+        return (self.start // every + 1) * every
+
+    @property
+    def run_steps(self) -> int:
+        """Agent steps of the run delivered so far, resumptions included."""
+        return self.start + self.delivered
+
+    # ------------------------------------------------------------ the loop
+    def loop(self, max_seconds: float | None = None) -> None:
+        """Run until the step budget is delivered (or every worker is gone); after ``max_seconds``, grant
+        nothing more and take in what is under way."""
+        while self.delivered < self.budget:
+            if max_seconds is not None and time.monotonic() - self.t0 > max_seconds:
+                self.budget = min(self.budget, self.delivered + sum(s.granted for s in self.slots))
+            live = [s for s in self.slots if s.state != "gone"]
+            if not live:
+                raise ExplorerError(f"every worker failed more than run.worker_restarts = "
+                                    f"{self.config.run.worker_restarts} times; the run stops at step {self.run_steps}")
+            for slot in live:
+                self._schedule(slot)
+            waiting = {s.call[1]: s for s in live if s.call is not None}
+            pings = {s.ping: s for s in live if s.ping is not None}
+            refs = [*waiting, *pings, *self.adds, *self.saves] + ([self.status_call] if self.status_call else [])
+            if not refs:
+                time.sleep(0.05)
+                continue
+            ready, _ = ray.wait(refs, num_returns=1, timeout=0.25)
+            for ref in ready:
+                if ref in waiting:
+                    self._report(waiting[ref])
+                elif ref in pings:
+                    self._pinged(pings[ref])
+                elif ref in self.adds:
+                    self.adds.remove(ref)
+                    self.status = ray.get(ref)
+                elif ref in self.saves:
+                    self.saves.remove(ref)
+                    self._saved(ref)
+                else:
+                    self.status_call, self.status = None, ray.get(ref)
+            self._log_and_save()
+
+    def _behind(self) -> bool:
+        """The learner is more than ``learner.lag_steps`` agent steps behind its update-to-data ratio."""
+        c = self.config.learner
+        if not c.lag_steps or self.run_steps < c.warmup_steps:
+            return False
+        allowed = (self.run_steps - c.warmup_steps) // c.update_every + 1
+        return (allowed - int(self.status["updates"])) * c.update_every > c.lag_steps
+
+    def _schedule(self, slot: _Slot) -> None:
+        """Give an idle worker its next call: a grant, a fetch of its last batch, or a ping after a restart."""
+        now = time.monotonic()
+        if slot.state == "restarting":
+            if slot.ping is None and now >= slot.retry_at:
+                if now > slot.deadline:
+                    self._give_up(slot, "it did not come back within 5 minutes")
+                    return
+                slot.ping = slot.handle.ping.remote()
+            return
+        if slot.call is not None or len(self.adds) >= self.max_adds:
+            return
+        behind = self._behind()
+        if behind and self.status_call is None and now >= self._next_poll:
+            # Ask how far the learner got, at most 10 times a second (each answer takes it from training).
+            self.status_call, self._next_poll = self.learner.status.remote(), now + 0.1
+        committed = self.delivered + sum(s.granted for s in self.slots)
+        grant = 0 if behind else min(self.config.run.ship_steps, self.budget - committed)
+        if grant <= 0 and slot.granted == 0:
+            return
+        weights = self.status["weights"]
+        slot.call = tuple(slot.handle.collect.options(num_returns=2).remote(
+            grant, self.run_steps, int(self.status["version"]), weights))
+        slot.granted += grant
+
+    def _report(self, slot: _Slot) -> None:
+        assert slot.call is not None
+        batch_ref, report_ref = slot.call
+        slot.call = None
+        try:
+            report: Report = ray.get(report_ref)
+        except ray.exceptions.RayTaskError as err:
+            self._failed(slot, err, game=True)
+            return
+        except ray.exceptions.RayActorError as err:
+            self._failed(slot, err, game=False)
+            return
+        if report.incarnation != slot.incarnation:
+            slot.incarnation = report.incarnation
+            slot.incarnations += 1
+        slot.state = "running"
+        if report.steps:
+            self._deliver(slot, batch_ref, report)
+        if self.on_report is not None:
+            self.on_report(report)
+
+    def _deliver(self, slot: _Slot, batch_ref: Any, report: Report) -> None:
+        self.adds.append(self.learner.add.remote(batch_ref, slot.index))
+        slot.delivered_any = True
+        slot.granted -= report.steps
+        slot.steps += report.steps
+        slot.seconds += report.seconds
+        slot.window_steps += report.steps
+        slot.window_seconds += report.seconds
+        slot.versions.append(report.version)
+        self.delivered += report.steps
+        self.transitions += report.transitions
+        self.frames += report.frames
+        self.bytes += report.nbytes
+        self.bar.update(report.steps)
+        self._coverage(slot, report)
+
+    def _coverage(self, slot: _Slot, report: Report) -> None:
+        cov = slot.coverage
+        ends = set(report.ends)
+        for i, (x, y) in enumerate(report.positions):
+            cov.add(float(x), float(y))
+            if i in ends:
+                cells = cov.end_episode()
+                slot.episodes += 1
+                self._episodes_total += 1
+                outcome = report.outcomes[report.ends.index(i)]
+                self.run.log({"step": self.run_steps, "worker": slot.index, "episode": slot.episodes, "cells": cells,
+                              "outcome": outcome})
+                self.run.scalars(self.run_steps, {"coverage/cells_per_episode": cells,
+                                                  f"coverage/worker_{slot.index}/cells_per_episode": cells})
+                self.bar.set_postfix(episodes=self._episodes_total, cells=cells)
+
+    def _failed(self, slot: _Slot, err: BaseException, game: bool) -> None:
+        """A call failed: the game or loop raised (``game``), or the worker's process died."""
+        reason = _one_line(err)
+        if slot.state == "new" and not slot.delivered_any and game:
+            raise ExplorerError(reason)  # it could not even start (a missing map, say): every restart would fail too
+        if slot.granted:
+            slot.lost_batches += 1
+            slot.lost_steps += slot.granted
+            slot.granted = 0
+        slot.failed_incarnation = slot.incarnation
+        slot.restarts += 1
+        if slot.restarts > self.config.run.worker_restarts:
+            self._give_up(slot, reason)
+            return
+        if game:
+            ray.kill(slot.handle, no_restart=False)  # Ray restarts a killed actor like a dead one
+        print(f"explorer: worker {slot.index} failed ({reason}); restarting it "
+              f"({slot.restarts} of run.worker_restarts = {self.config.run.worker_restarts})", file=sys.stderr)
+        now = time.monotonic()
+        slot.state, slot.retry_at, slot.deadline = "restarting", now + 0.5, now + 300.0
+
+    def _pinged(self, slot: _Slot) -> None:
+        ref, slot.ping = slot.ping, None
+        try:
+            incarnation = ray.get(ref)
+        except ray.exceptions.RayTaskError as err:  # it restarted, and its game failed again at once
+            slot.state = "running"
+            self._failed(slot, err, game=True)
+            return
+        except ray.exceptions.RayActorError:  # still restarting
+            slot.retry_at = time.monotonic() + 0.5
+            return
+        if incarnation == slot.failed_incarnation:  # the kill has not reached it yet
+            slot.retry_at = time.monotonic() + 0.5
+            return
+        slot.state, slot.incarnation = "running", incarnation
+        slot.incarnations += 1
+
+    def _give_up(self, slot: _Slot, reason: str) -> None:
+        slot.state, slot.ping, slot.call = "gone", None, None
+        slot.lost_steps += slot.granted
+        slot.granted = 0
+        print(f"explorer: worker {slot.index} is left out of the rest of the run ({reason}; it failed "
+              f"{slot.restarts} times)", file=sys.stderr)
+
+    # ------------------------------------------------------------ metrics and checkpoints
+    def _saved(self, ref: Any) -> None:
+        """A checkpoint that failed stops the run, as in one process (and is not tried again on the way out)."""
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayError as err:
+            self.save_failed = True
+            raise ExplorerError(_one_line(err)) from None
+
+    def _log_and_save(self) -> None:
+        if self._next_save is not None and self.run_steps >= self._next_save:
+            self.saves.append(self.learner.save.remote())
+            every = self.config.learner.checkpoint_every
+            self._next_save = (self.run_steps // every + 1) * every
+        if self.run_steps >= self._next_log:
+            self._log()
+            every = self.config.run.log_every
+            self._next_log = (self.run_steps // every + 1) * every
+
+    def update_to_data(self, status: dict[str, Any]) -> float:
+        """Updates per agent step measured this session, from the end of the warm-up on."""
+        learning = self.run_steps - max(self.start, self.config.learner.warmup_steps)
+        updates = int(status["updates"]) - int(self.status_first["updates"])
+        return updates / learning if learning > 0 else 0.0
+
+    def _log(self) -> None:
+        status = ray.get(self.learner.status.remote(metrics=True))
+        now = time.monotonic()
+        t, steps, updates, transitions = self._window
+        dt = max(now - t, 1e-9)
+        line: dict[str, Any] = {
+            "step": self.run_steps, "steps_per_s": (self.run_steps - steps) / dt,
+            "updates": status["updates"], "updates_per_s": (status["updates"] - updates) / dt,
+            "transitions_per_s": (status["transitions"] - transitions) / dt,
+            "update_to_data": self.update_to_data(status), "update_to_data_setting": 1 / self.config.learner.update_every,
+            "transitions": status["transitions"],
+            "weights_version": status["version"], "learner_rss_mb": status["rss_mb"],
+            "lost_batches": sum(s.lost_batches for s in self.slots),
+            "worker_restarts": sum(s.restarts for s in self.slots),
+            "coverage/distinct_cells": len(set().union(*(s.coverage.all_cells for s in self.slots))),
+            **status.get("metrics", {})}
+        per_worker = {}
+        for s in self.slots:
+            rate = s.window_steps / s.window_seconds if s.window_seconds > 0 else 0.0
+            per_worker[str(s.index)] = {"steps": s.steps, "steps_per_s": rate, "version": s.versions[-1] if s.versions else -1,
+                                        "episodes": s.episodes, "distinct_cells": len(s.coverage.all_cells),
+                                        "restarts": s.restarts}
+            s.window_steps, s.window_seconds = 0, 0.0
+        self.run.log({**line, "workers": per_worker})
+        scalars = {f"throughput/{k}": line[k] for k in ("steps_per_s", "updates_per_s", "transitions_per_s",
+                                                        "update_to_data")}
+        scalars |= {f"learner/{k}": v for k, v in status.get("metrics", {}).items()}
+        scalars["coverage/distinct_cells"] = line["coverage/distinct_cells"]
+        for i, w in per_worker.items():
+            scalars |= {f"workers/worker_{i}/steps_per_s": w["steps_per_s"],
+                        f"coverage/worker_{i}/distinct_cells": w["distinct_cells"]}
+        self.run.scalars(self.run_steps, scalars)
+        self._window = (now, self.run_steps, int(status["updates"]), int(status["transitions"]))
+        self.status = status
+
+    def shutdown(self, checkpoint: bool) -> dict[str, Any]:
+        """Stop the workers (their games end neutral) and the learner; write the last checkpoint; returns
+        the learner's last status (with its checkpoint path)."""
+        self.bar.close()
+        live = [s.handle.stop.remote() for s in self.slots if s.state != "gone"]
+        _wait_quietly(live, 60.0)
+        ray.get(self.learner.stop.remote())
+        for ref in self.saves:
+            self._saved(ref)
+        status = ray.get(self.learner.status.remote(metrics=True))
+        if checkpoint and status["steps"] > self.start:
+            status["checkpoint"] = ray.get(self.learner.save.remote())
+        return status
+
+
+def _wait_quietly(refs: list[Any], timeout: float) -> None:
+    """Wait for calls whose failure no longer matters (workers stopping at the end of a run)."""
+    if refs:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        for ref in ready:
+            with suppress(ray.exceptions.RayError):
+                ray.get(ref)
+
+
+def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str | Path | None,
+                    on_report: Callable[[Report], None] | None = None) -> dict[str, Any]:
+    """``explore`` with ``run.workers`` game instances on a Ray cluster; returns the run summary.
+
+    Args:
+      config: the merged config (``run.workers > 1``).
+      run: the run directory, open (a resume: reopened, its config not yet committed).
+      progress: show a progress bar.
+      run_path: the run directory to resume, or None.
+      on_report: called with each worker's report as it arrives.
+    """
+    from explorer.run.plots import plot_workers
+
+    with ExitStack() as stack:
+        cluster = Cluster(config)
+        stack.callback(cluster.close)
+        learner = cluster.learner(config, run.path, resume=run_path is not None)
+        workers = [cluster.worker(config, i) for i in range(config.run.workers)]  # built while the learner is
+        try:
+            status = ray.get(learner.status.remote())
+        except ray.exceptions.RayError as err:
+            raise ExplorerError(_one_line(err)) from None
+        start = int(status["start"])
+        if run_path is not None:
+            if start >= config.run.steps:
+                raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
+                                    f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
+            run.commit_config(config)
+            print(f"resumed {run.path} at step {start}", file=sys.stderr)
+        coordinator = Coordinator(config, run, workers, learner, status, on_report, progress)
+        try:
+            coordinator.loop()
+        finally:  # on every way out, Ctrl-C included: workers stopped, learner stopped, a checkpoint written
+            try:
+                final = coordinator.shutdown(checkpoint=not coordinator.save_failed)
+            except ray.exceptions.RayError as err:
+                raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
+        seconds = time.monotonic() - coordinator.t0
+        slots = coordinator.slots
+        picture = plot_workers([s.coverage for s in slots], run.path / "trajectory.png",
+                               title=f"{config.game.map or config.game.scenario}, {len(slots)} workers, "
+                                     f"{coordinator.delivered} steps")
+        summary = _summary(config, run, coordinator, final, seconds, str(picture), cluster)
+        run.write_summary(summary)
+    return summary
+
+
+def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any], seconds: float, picture: str,
+             cluster: Cluster) -> dict[str, Any]:
+    workers = []
+    per_episode: list[int] = []
+    partials = 0
+    for s in c.slots:
+        cov = s.coverage
+        partial = 0
+        if cov.episode_cells:
+            partial = cov.end_episode()  # the unfinished last episode counts in the picture, not in the means
+            cov.per_episode.pop()
+        partials += partial
+        per_episode += cov.per_episode
+        workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
+                        "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
+                        "cells_per_episode": cov.per_episode, "cells_per_episode_last20": cov.recent_mean(20),
+                        "distinct_cells": len(cov.all_cells), "restarts": s.restarts, "lost_batches": s.lost_batches,
+                        "lost_steps": s.lost_steps, "incarnations": s.incarnations,
+                        "weights_versions": [min(s.versions), max(s.versions)] if s.versions else [],
+                        "transitions_in_replay": final["by_worker"].get(s.index, 0), "state": s.state})
+    steps = c.delivered
+    updates = int(final["updates"]) - int(c.status_first["updates"])
+    return {
+        "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
+        "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
+        "cells_per_episode": per_episode, "cells_in_unfinished_episodes": partials,
+        "cells_per_episode_last20": float(np.mean(per_episode[-20:])) if per_episode else float("nan"),
+        "distinct_cells": len(set().union(*(s.coverage.all_cells for s in c.slots))),
+        "trajectory_png": picture, "loop": {"steps": steps, "stopped_by": c.stopped_by},
+        "session": None, "checkpoint": final.get("checkpoint"),
+        "updates": int(final["updates"]), "updates_this_run": updates,
+        "updates_per_s": final["updates_per_s"], "update_to_data": c.update_to_data(final),
+        "update_to_data_setting": 1 / config.learner.update_every,
+        "transitions": final["transitions"], "transitions_per_s": final["transitions"] / seconds if seconds > 0 else 0.0,
+        "weights_version": final["version"], "lost_batches": sum(s.lost_batches for s in c.slots),
+        "lost_steps": sum(s.lost_steps for s in c.slots), "worker_restarts": sum(s.restarts for s in c.slots),
+        "workers": workers,
+        "learner": {"host": final["host"], "gpus": final["gpu"], "rss_mb": round(final["rss_mb"], 1),
+                    "train_seconds": round(final["train_seconds"], 2),
+                    "merge_seconds": round(final["merge_seconds"], 2), "replay": final["replay"],
+                    "batches": final["batches"], "frames": final["frames"]},
+        "cluster": {"address": cluster.address, "cpus": cluster.cpus, "gpus": cluster.gpus},
+    }
