@@ -242,9 +242,9 @@ class LearnerConfig(_Section):
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, description="seed of network init, noise and replay sampling")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
-    overlap: bool = Field(True, description="explore: train on a thread of its own, one update per agent step as "
-                          "inline, while the actor takes its next step (the actor acts with weights one update older); "
-                          "false alternates acting and learning on one thread")
+    overlap: bool = Field(False, description="explore: train on a thread of its own, one update per agent step as "
+                          "inline, while the actor takes its next step (the actor acts with weights one update older; "
+                          "repeatable); false alternates acting and learning on one thread, as the measured figures did")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
     publish_every: int = Field(10, ge=1, description="live mode and run.workers > 1: updates between weight snapshots "
                                "handed to the acting policies")
