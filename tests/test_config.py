@@ -91,6 +91,31 @@ def test_dump_round_trips(tmp_path):
     assert c.learner.filters == (8, 8)
 
 
+def test_part_seeds_follow_run_seed_unless_set(tmp_path):
+    # the default run keeps the seeds its parts always had
+    assert cfg.Config().seeds() == {"run.seed": 0, "game.seed": 0, "learner.seed": 0, "novelty.seed": 1}
+    assert cfg.load(None, ["run.seed=5"]).seeds() == {"run.seed": 5, "game.seed": 5, "learner.seed": 5,
+                                                      "novelty.seed": 6}
+    pinned = cfg.load(None, ["run.seed=5", "learner.seed=0"])
+    assert pinned.seeds() == {"run.seed": 5, "game.seed": 5, "learner.seed": 0, "novelty.seed": 6}
+    # a run's written config keeps what was set and leaves the derived seeds to run.seed
+    cfg.dump(pinned, tmp_path / "run.toml")
+    text = (tmp_path / "run.toml").read_text()
+    assert text.count("seed = ") == 2 and "[learner]" in text.split("seed = 0")[0]
+    assert cfg.load(tmp_path / "run.toml") == pinned
+    assert cfg.load(tmp_path / "run.toml", ["run.seed=7"]).seeds() == {"run.seed": 7, "game.seed": 7,
+                                                                     "learner.seed": 0, "novelty.seed": 8}
+    assert pinned.replace(**{"run.seed": 2}).seeds()["game.seed"] == 2
+    # a file that sets a part's seed pins it, even to the value it would be derived to
+    (tmp_path / "set.toml").write_text("[novelty]\nseed = 1\n")
+    assert cfg.load(tmp_path / "set.toml", ["run.seed=3"]).seeds()["novelty.seed"] == 1
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: run.seed \(from --set\): Input should be "
+                       r"greater than or equal to 0, got -1$"):
+        cfg.load(None, ["run.seed=-1"])
+    with pytest.raises(cfg.ConfigError, match=r"game.seed \(from --set\): Input should be less than or equal to 4294967295"):
+        cfg.load(None, [f"game.seed={2**32}"])
+
+
 # ---------------------------------------------------------------- the file itself
 
 def test_a_config_file_that_is_not_utf8_names_the_file_and_the_byte(tmp_path):
