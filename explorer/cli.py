@@ -8,13 +8,15 @@ one function of :mod:`explorer.run`. A :class:`~explorer.core.ExplorerError`
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from explorer import config as config_mod
 from explorer.config import Config, ConfigError, capture_overrides, quote
-from explorer.core import ExplorerError
+from explorer.core import ExplorerError, Stopped, Terminated
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -94,18 +96,53 @@ def load_config(args: argparse.Namespace, extra: list[str], default_path: str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from explorer.run.safety import terminate_raises
+
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        with terminate_raises():  # each mode stops on signals in its own way once it runs
+            return int(args.handler(args))
     except ConfigError as err:
         print(f"explorer: {err}", file=sys.stderr)
         return 2
+    except Stopped as err:
+        print(f"explorer: {err}", file=sys.stderr)
+        return 128 + err.signum
     except ExplorerError as err:
         print(f"explorer: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("\nexplorer: interrupted; the pad is neutral", file=sys.stderr)
+        print("\nexplorer: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except Terminated as err:
+        print(f"explorer: stopped by {err}; nothing was written", file=sys.stderr)
+        return 128 + err.signum
+    except OSError as err:
+        if err.errno not in _DISK_FULL:
+            raise
+        where = f" {err.filename}" if err.filename else ""
+        print(f"explorer: cannot write{where}: {err.strerror}; free space there, or write elsewhere (--out)",
+              file=sys.stderr)
+        return 1
+
+
+#: a full disk or quota: never a fault of explorer's, always worth one line rather than a traceback
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _stopped_by_signal(summary: dict[str, Any], done: str, resume: str | None = None) -> int:
+    """After a run a signal stopped: one line saying so and what was kept; the exit code (128 + signal).
+
+    Returns 0 when no signal stopped the run.
+    """
+    from explorer.run.safety import signal_number
+
+    signum = signal_number(str(summary.get("stopped_by")))
+    if signum is None:
+        return 0
+    hint = f"; {resume}" if resume and summary.get("checkpoint") else ""
+    print(f"explorer: stopped by {summary['stopped_by']} {done}; {summary['kept']}{hint}", file=sys.stderr)
+    return 128 + signum
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -139,12 +176,15 @@ def cmd_explore(args: argparse.Namespace) -> int:
         for warning in config_mod.explore_warnings(config):
             print(f"explorer: {warning}", file=sys.stderr)
     summary = explore(config, progress=not args.no_progress, run_path=args.resume)
-    print(f"run directory: {summary['run_dir']}")
-    cells = summary["cells_per_episode_last20"]
-    cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
-    print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-          f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
-    return 0
+    if summary["steps"]:  # none when a signal came before the first step
+        print(f"run directory: {summary['run_dir']}")
+        cells = summary["cells_per_episode_last20"]
+        cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
+        print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
+              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
+    done = summary["resumed_at"] + summary["steps"]
+    return _stopped_by_signal(summary, f"at step {done} of {config.run.steps}",
+                              f"continue with: explorer explore --resume {summary['run_dir']}")
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -171,7 +211,8 @@ def cmd_play(args: argparse.Namespace) -> int:
           f"capture {summary['capture_fps']:.1f} fps (target {config.capture.fps:g}), latency p50 {loop['latency_p50_ms']:.1f} ms "
           f"p99 {loop['latency_p99_ms']:.1f} ms, missed ticks {loop['missed_ticks']}, dropped frames {loop['dropped_frames']}; "
           f"stopped by {loop['stopped_by']}")
-    return 0
+    return _stopped_by_signal(summary, f"after {loop['steps']} ticks",
+                              f"play on from it with --resume {summary['run_dir']}")
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -232,28 +273,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     config = load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
     seed_everything(config.run.seed)
     if checkpoint is not None:
-        run = RunDir(config.run.dir, "evaluate", config)
-        try:
+        with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing
             summary = evaluate(config, sessions, checkpoint, run.path)
             run.write_summary(summary)
-        finally:
-            run.close()
         print(f"run directory: {run.path}")
         mse = summary.get("action_mse")
         print(f"{summary['transitions']} transitions; novelty mean {summary.get('novelty_mean', float('nan')):.3f}; "
               f"action MSE vs recorded {('n/a' if mse is None else ', '.join(f'{k} {v:.3f}' for k, v in mse.items()))}")
-        return 0
-    run = RunDir(config.run.dir, "replay", config)
-    try:
+        summary["kept"] = f"kept the evaluation of them in run directory {run.path}"
+        return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
+    with RunDir(config.run.dir, "replay", config) as run:
         summary = replay_train(config, sessions, run.path, epochs=args.epochs, max_steps=args.steps,
                                checkpoint_every=args.checkpoint_every, progress=not args.no_progress, log=run.log)
         summary["sessions"] = [str(s.path) for s in sessions]
         run.write_summary(summary)
-    finally:
-        run.close()
     print(f"run directory: {run.path}")
     print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s; checkpoint {summary['checkpoint']}")
-    return 0
+    return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

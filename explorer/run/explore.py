@@ -14,9 +14,10 @@ from typing import Any
 
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
-from explorer.run.driver import Driver, Transition
+from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import Coverage, InlineTrainer, MetricsLog, open_recorder
 from explorer.run.rundir import RunDir
+from explorer.run.safety import Kept, SignalStop, stop_on_signals
 
 
 def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
@@ -32,16 +33,17 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     from explorer.run.builder import seed_everything
 
     seed_everything(config.run.seed, eager=config.run.eager)
-    # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
-    run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
-    try:
-        summary = _explore(config, run, progress, run_path, actor)
-    finally:
-        run.close()
-    return summary
+    controls, kept = Controls(), Kept()
+    with stop_on_signals(controls, kept) as signals:  # Ctrl-C and SIGTERM end the run at a step, keeping what it did
+        # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
+        run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
+        kept.run_dir = run.path
+        with run:
+            return _explore(config, run, progress, run_path, actor, signals, kept)
 
 
-def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None) -> dict[str, Any]:
+def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None,
+             signals: SignalStop, kept: Kept) -> dict[str, Any]:
     from tqdm import tqdm
 
     from explorer.envs import make_game
@@ -49,6 +51,9 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
     from explorer.run.builder import build_agent, build_baseline
     from explorer.run.plots import plot_trajectory
 
+    if run_path is not None and (actor is not None or config.run.agent != "explorer"):
+        raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
+                            "resume runs of the learning agent (run.agent = explorer). Nothing was changed")
     with ExitStack() as stack:
         env = DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)
         stack.callback(env.close)
@@ -60,11 +65,11 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             else:
                 actor = build_baseline(config)
         checkpointer = agent.checkpointer(run.path / "checkpoints") if agent is not None else None
+        if checkpointer is not None:
+            kept.checkpoints = checkpointer.directory
         start = 0
         if run_path is not None:
-            if agent is None or checkpointer is None:
-                raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
-                                    "resume runs of the learning agent (run.agent = explorer)")
+            assert agent is not None and checkpointer is not None  # checked above
             checkpointer.restore()
             agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
             start = agent.actor.steps
@@ -74,7 +79,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
 
-        driver = Driver(env, actor)
+        driver = Driver(env, actor, signals.controls)
         done = [start]  # agent steps so far, over all resumptions
 
         def count(t: Transition) -> None:
@@ -88,7 +93,8 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
 
             def save(t: Transition) -> None:
                 if every and done[0] % every == 0:
-                    checkpointer.save(done[0])
+                    with signals.held():
+                        checkpointer.save(done[0])
 
             driver.on_step(save)
         coverage = Coverage(lambda s: s.info["position"])
@@ -103,12 +109,14 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         recorder = open_recorder(config, run.path, source="game", name=f"{run.path.name}-from-{start}" if start else None,
                                  decisions=(lambda: agent.actor.started) if agent is not None else None)
         if recorder is not None:
+            kept.session = recorder.path
             stack.callback(recorder.close)
             recorder.attach(driver)
 
         def final_checkpoint() -> None:
             if checkpointer is not None and done[0] > start and not checkpointer.failed:
-                checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
+                with signals.held():
+                    checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
 
         stack.callback(final_checkpoint)  # runs before the env closes and the run directory is released
         stats = driver.run(max_steps=max(config.run.steps - start, 0))
@@ -119,18 +127,23 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         partial = cov.per_episode.pop()
     else:
         partial = 0
+    # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
+    written = stats.steps > 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
                               title=f"{config.game.map or config.game.scenario}, agent={config.run.agent}, "
-                                    f"{stats.steps} steps")
+                                    f"{stats.steps} steps") if written else None
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
         "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
         "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells),
-        "trajectory_png": str(picture), "loop": stats.summary(),
+        "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
         "checkpoint": checkpointer.latest if checkpointer is not None else None,
         "updates": int(agent.learner.updates.numpy()) if agent is not None else 0,
+        "stopped_by": stats.stopped_by,
+        "kept": str(kept) if written else f"{run.path} is as it was" if run_path is not None else "nothing was kept",
     }
-    run.write_summary(summary)
+    if written:
+        run.write_summary(summary)
     return summary
