@@ -219,7 +219,8 @@ class LearnerConfig(_Section):
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")
     hidden: int = Field(256, gt=0, description="width of critic and actor heads")
     feature: int = Field(128, gt=0, description="encoder output width")
-    filters: tuple[int, ...] = Field((16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
+    filters: tuple[Annotated[int, Field(gt=0)], ...] = Field(
+        (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
     augment: int = Field(0, ge=0, description="random-shift augmentation of replayed observations for the critics, "
                          "pixels: each picture is padded by this much and cropped back at a random offset (DrQ); 0: off")
     shared_encoder: bool = Field(False, description="the actor reads the critic's encoder features, held fixed in the actor "
@@ -457,6 +458,11 @@ def explore_warnings(config: Config) -> list[str]:
         return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
                 f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
                 f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
+    # updates come on multiples of update_every from then on
+    update = math.ceil(first / learner.update_every) * learner.update_every
+    if run.steps < update:
+        return [f"learner.update_every = {learner.update_every} puts the first update at step {update}, after "
+                f"run.steps = {run.steps}: nothing is learned; lower learner.update_every or raise run.steps"]
     return []
 
 
@@ -635,6 +641,10 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         keypath, value = _parse_override(text)
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"
+    kinds = _kind_problems(tree, origins)
+    if kinds:
+        raise ConfigError("invalid configuration: " + kinds[0] if len(kinds) == 1
+                          else "invalid configuration:\n  " + "\n  ".join(kinds))
     try:
         config = Config.model_validate(tree)
     except ValidationError as err:
@@ -657,6 +667,25 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     check_memory(config)
     return config
+
+
+def _kind_problems(tree: dict[str, Any], origins: dict[str, str]) -> list[str]:
+    """Given settings of the wrong kind that validation would quietly convert: a switch given a number
+    or a word (``game.visible = 1``), a number given a switch (``run.steps = true`` would be 1 step)."""
+    defaults = _flatten(Config().model_dump(mode="json"))
+    problems = []
+    for key, value in _flatten(tree).items():
+        if key not in origins or key not in defaults:
+            continue  # an unknown key is reported by validation
+        default, where = defaults[key], origins[key]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            problems.append(f"{key} (from {where}): takes true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, bool):
+            problems.append(f"{key} (from {where}): takes a number, got {str(value).lower()}")
+        elif (isinstance(default, list) and isinstance(value, list)
+              and any(isinstance(v, bool) for v in value) and not any(isinstance(v, bool) for v in default)):
+            problems.append(f"{key} (from {where}): takes numbers, got {value!r}")
+    return problems
 
 
 def read_config_text(path: str | Path) -> str:

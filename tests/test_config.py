@@ -91,6 +91,21 @@ def test_dump_round_trips(tmp_path):
     assert c.learner.filters == (8, 8)
 
 
+def test_a_setting_of_the_wrong_kind_is_refused_not_converted(tmp_path):
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: run.steps \(from --set\): takes a number, "
+                       r"got true$"):
+        cfg.load(None, ["run.steps=true"])  # pydantic would make it 1 step
+    path = tmp_path / "c.toml"
+    path.write_text("[game]\nvisible = 1\n[learner]\nfilters = [true, 8]\n")
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(path)
+    assert str(err.value) == (f"invalid configuration:\n  game.visible (from {path}): takes true or false, got 1\n"
+                              f"  learner.filters (from {path}): takes numbers, got [True, 8]")
+    with pytest.raises(cfg.ConfigError, match=r"learner.filters.1 \(from --set\): Input should be greater than 0"):
+        cfg.load(None, ["learner.filters=[8, 0]"])  # a convolution of no filters
+    assert cfg.load(None, ["run.seed=1.0", "game.visible=true"]).run.seed == 1  # a whole number is a number
+
+
 def test_part_seeds_follow_run_seed_unless_set(tmp_path):
     # the default run keeps the seeds its parts always had
     assert cfg.Config().seeds() == {"run.seed": 0, "game.seed": 0, "learner.seed": 0, "novelty.seed": 1}
@@ -347,3 +362,7 @@ def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
                                                       "learner.action_repeat=4"]))
     assert warning.startswith("run.steps = 1500 ends before the first update")
     assert cfg.explore_warnings(cfg.load(None, ["run.steps=160", "run.agent=sticky"])) == []
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=3000", "learner.update_every=4000"]))
+    assert warning == ("learner.update_every = 4000 puts the first update at step 4000, after run.steps = 3000: "
+                       "nothing is learned; lower learner.update_every or raise run.steps")
+    assert cfg.explore_warnings(cfg.load(None, ["run.steps=4000", "learner.update_every=4000"])) == []
