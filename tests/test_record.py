@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -330,6 +331,26 @@ def test_loop_recorder_pairs_each_frame_with_the_action_taken_on_it(tmp_path):
 
 
 # ---------------------------------------------------------------- CLI pieces
+
+def test_record_of_a_black_screen_warns_early_then_stops_keeping_what_it_recorded(tmp_path, capsys):
+    from explorer.config import Config
+    from explorer.core import ExplorerError
+    from explorer.run.record import record_screen
+
+    config = Config().replace(**{"capture.fps": 100.0, "capture.blank_seconds": 2.0})
+    black = FakeScreen([np.zeros((8, 8, 1), np.uint8)])  # a black region, a minimised or DirectX window
+    with pytest.raises(ExplorerError) as err:
+        record_screen(config, tmp_path, seconds=60, hz=20, screen=black, chunk_frames=4)
+    assert re.fullmatch(r"explorer: warning: the captured frames have been uniform \(blank or black\) for 0\.\d s: is "
+                        r"the game window visible, not minimised and inside the capture region\? The run stops if "
+                        r"this lasts capture.blank_seconds = 2 s\n", capsys.readouterr().err)
+    (path,) = tmp_path.iterdir()
+    session = Session(path)
+    assert session.status == "complete" and session.steps > 10
+    assert str(err.value) == ("the captured frames have been uniform (blank or black) for 2 s: is the game window "
+                              f"visible, not minimised and inside the capture region? Recording stopped: kept session "
+                              f"{path}, with the {session.steps} frames recorded before")
+
 
 def test_record_screen_and_sessions_listing(tmp_path, capsys):
     from explorer import cli
