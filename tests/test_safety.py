@@ -74,6 +74,14 @@ def child_env(**env: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TF_CPP_MIN_LOG_LEVEL": "3", **env}
 
 
+def loading_tensorflow(proc: subprocess.Popen) -> bool:
+    """The command runs: it imports TensorFlow before it makes anything (Linux: the process's memory map)."""
+    try:
+        return b"tensorflow" in Path(f"/proc/{proc.pid}/maps").read_bytes()
+    except OSError:
+        return False
+
+
 def last_line(stderr: str) -> str:
     return [line for line in stderr.splitlines() if line.startswith("explorer: ")][-1]
 
@@ -139,17 +147,26 @@ def test_a_signal_before_the_first_step_leaves_no_run_behind(tmp_path):
 
 def test_sigterm_while_the_command_starts_says_nothing_was_written(tmp_path):
     proc = explorer_process("explore", "--steps", "5000", "--out", str(tmp_path / "runs"), "--no-progress")
-
-    def loading_tensorflow() -> bool:  # the command runs: it imports TensorFlow before it makes anything
-        try:
-            return b"tensorflow" in Path(f"/proc/{proc.pid}/maps").read_bytes()
-        except OSError:
-            return False
-
-    wait_for(loading_tensorflow, proc, "TensorFlow import")
+    wait_for(lambda: loading_tensorflow(proc), proc, "TensorFlow import")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 143
     assert last_line(err) in ("explorer: stopped by SIGTERM; nothing was written",
                               "explorer: stopped by SIGTERM at step 0 of 5000; nothing was kept")
     assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+
+
+def test_a_resume_stopped_before_its_first_step_changes_nothing(tmp_path):
+    assert cli.main(["explore", "--steps", "40", "--out", str(tmp_path), "--no-progress", *SMALL]) == 0
+    (run,) = tmp_path.iterdir()
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    proc = explorer_process("explore", "--resume", str(run), "--steps", "5000", "--no-progress")
+    wait_for(lambda: loading_tensorflow(proc), proc, "TensorFlow import")
+    proc.send_signal(signal.SIGTERM)  # while it imports, restores or starts the game: before its first step
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 143
+    assert last_line(err) in ("explorer: stopped by SIGTERM; nothing was written",
+                              f"explorer: stopped by SIGTERM at step 40 of 5000; {run} is as it was; "
+                              f"continue with: explorer explore --resume {run}")
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before

@@ -76,13 +76,14 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             if start >= config.run.steps:
                 raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
                                     f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
-            run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
 
         driver = Driver(env, actor, signals.controls)
         done = [start]  # agent steps so far, over all resumptions
 
         def count(t: Transition) -> None:
+            if run_path is not None and done[0] == start:
+                run.commit_config(config)  # the resume goes on: its settings become the run's
             done[0] = start + t.index
 
         driver.on_step(count)
