@@ -47,7 +47,7 @@ def test_no_room_for_the_run_directory_config(tmp_path):
     rc, err, left = on_tiny_disk(disk, "4k", "explore", "--steps", "100", "--out", str(disk), "--no-progress", *SMALL)
     assert rc == 1 and "Traceback" not in err
     assert last_line(err).startswith(f"explorer: cannot write {disk}/")
-    assert last_line(err).endswith("-explore/config.toml: No space left on device; free space there or choose another "
+    assert last_line(err).endswith("-explore/config.toml: No space left on device; free space there, or choose another "
                                    "folder (--out or run.dir)")
     assert left == []
 
@@ -72,7 +72,8 @@ def test_no_room_for_the_session_of_a_recorded_run(tmp_path):
     assert rc == 1 and "Traceback" not in err
     (run,) = (tmp_path / "runs").iterdir()
     assert last_line(err) == (f"explorer: cannot write session {disk}/{run.name}: No space left on device; nothing "
-                              "was recorded, so the session folder is not kept; free space there or record elsewhere")
+                              "was recorded, so the session folder is not kept; free space there, or record "
+                              "elsewhere (--out, --record or record.dir)")
     assert left == []
 
 
@@ -83,6 +84,6 @@ def test_no_room_for_a_recording(tmp_path, xvfb):
     assert rc == 1 and "Traceback" not in err
     line = last_line(err)
     assert line.startswith(f"explorer: cannot write session {disk}/") and line.endswith(
-        "-record: No space left on device; nothing was recorded, so the session folder is not kept; free space there "
-        "or record elsewhere")
+        "-record: No space left on device; nothing was recorded, so the session folder is not kept; free space there, "
+        "or record elsewhere (--out, --record or record.dir)")
     assert left == []

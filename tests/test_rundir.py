@@ -169,7 +169,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_new_run(tmp_path,
             rd.RunDir(tmp_path, "explore", Config())
     assert list(tmp_path.iterdir()) == [], "a run that could not write its config is not left behind"
     assert str(err.value).startswith(f"cannot write {tmp_path}/") and str(err.value).endswith(
-        "-explore/config.toml: No space left on device; free space there or choose another folder (--out or run.dir)")
+        "-explore/config.toml: No space left on device; free space there, or choose another folder (--out or run.dir)")
     with rd.RunDir(tmp_path, "explore", Config()) as run:
         run.log({"step": 1})
         monkeypatch.setattr(rd, "atomic_write", full)

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from explorer.core import ExplorerError
-from explorer.files import atomic_write, fsync_dir
+from explorer.files import atomic_write, fsync_dir, remedy
 
 FORMAT = "explorer-session"
 VERSION = 1
@@ -45,6 +45,10 @@ META = "meta.json"
 STEPS = "steps.jsonl"
 JOURNAL = "journal.jsonl"
 CHUNKS = "chunks"
+
+
+#: where a session can go instead, in messages
+ELSEWHERE = "record elsewhere (--out, --record or record.dir)"
 
 
 class RecorderError(ExplorerError):
@@ -174,8 +178,8 @@ class Recorder:
                 with contextlib.suppress(AttributeError, OSError):
                     getattr(self, name).close()
             self._remove_unused()
-            raise RecorderError(f"cannot create the session {self.path}: {err.strerror or err}; free space there "
-                                f"or record elsewhere (--out, --record or record.dir)") from None
+            raise RecorderError(f"cannot create the session {self.path}: {err.strerror or err}; "
+                                f"{remedy(err, ELSEWHERE)}") from None
         self.steps = 0  # steps taken by add()
         self.episodes = 0
         self.committed = 0  # steps whose frames and log lines are on disk
@@ -322,8 +326,8 @@ class Recorder:
         if isinstance(err, OSError):  # a full disk, a folder gone
             kept = (f"the {self.committed} steps written before are kept" if self.committed
                     else "nothing was recorded, so the session folder is not kept")
-            raise RecorderError(f"cannot write session {self.path}: {err.strerror or err}; {kept}; free space "
-                                f"there or record elsewhere") from err
+            raise RecorderError(f"cannot write session {self.path}: {err.strerror or err}; {kept}; "
+                                f"{remedy(err, ELSEWHERE)}") from err
         raise RecorderError(f"session writer for {self.path} failed: {type(err).__name__}: {err}") from err
 
     def _check(self) -> None:

@@ -25,7 +25,10 @@ import tomli_w
 
 from explorer.config import Config
 from explorer.core import ExplorerError
-from explorer.files import atomic_save, atomic_write
+from explorer.files import atomic_save, atomic_write, remedy
+
+#: where a run can go instead, in messages
+ELSEWHERE = "choose another folder (--out or run.dir)"
 
 
 class RunDirError(ExplorerError):
@@ -63,8 +66,7 @@ class RunLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; check that the folder is "
-                              f"writable") from None
+            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
         try:
             if not _try_lock(fd):
                 pid = _read_pid(fd)
@@ -77,8 +79,7 @@ class RunLock:
             os.write(fd, f"{os.getpid()}\n".encode())
         except OSError as err:  # a full disk
             os.close(fd)
-            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; free space there or choose "
-                              f"another folder (--out or run.dir)") from None
+            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -225,8 +226,7 @@ class RunDir:
         try:
             return atomic_write(path, tomli_w.dumps(config.to_dict()))
         except OSError as err:
-            raise RunDirError(f"cannot write {path}: {err.strerror or err}; free space there or choose another "
-                              f"folder (--out or run.dir)") from None
+            raise RunDirError(f"cannot write {path}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
 
     def save(self, name: str, write: Callable[[Path], object]) -> Path:
         """Write file ``name`` of the run through ``write(temporary path)`` and rename it in (see :func:`atomic_save`).
@@ -254,8 +254,8 @@ class RunDir:
         try:
             yield
         except OSError as err:
-            raise RunDirError(f"cannot write {self.path / name}: {err.strerror or err}; the run stops: free space "
-                              f"there, or choose another folder (--out or run.dir)") from None
+            raise RunDirError(f"cannot write {self.path / name}: {err.strerror or err}; the run stops: "
+                              f"{remedy(err, ELSEWHERE)}") from None
 
     def _open_metrics(self) -> Any:
         path = self.path / "metrics.jsonl"
