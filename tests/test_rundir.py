@@ -100,7 +100,8 @@ def test_a_file_in_the_way_is_a_clear_error(tmp_path):
     (tmp_path / "taken").write_text("")
     with pytest.raises(rd.RunDirError, match=r"run directory .*taken is a file, not a folder"):
         rd.RunDir(tmp_path, "x", None, path=tmp_path / "taken")
-    with pytest.raises(rd.RunDirError, match=r"cannot create a run directory in .*taken: .*; choose another folder"):
+    with pytest.raises(rd.RunDirError, match=r"cannot create a run directory in .*taken: it is a file, not a folder; "
+                       r"choose another folder \(--out or run.dir\)$"):
         rd.RunDir(tmp_path / "taken", "x", Config())
 
 

@@ -175,6 +175,9 @@ class RunDir:
                  *, write_config: bool = True):
         try:
             if path is None:
+                if Path(parent).exists() and not Path(parent).is_dir():
+                    raise RunDirError(f"cannot create a run directory in {parent}: it is a file, not a folder; "
+                                      f"{ELSEWHERE}")
                 self.path = _claim_new(parent, name)
             else:
                 self.path = Path(path)
