@@ -25,13 +25,27 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="override one setting, e.g. --set capture.fps=30 (repeatable)")
 
 
+def _positive(kind: type[int] | type[float], zero: bool = False) -> Any:
+    """An argparse type: a number of ``kind`` above 0 (or 0 itself with ``zero``); NaN and infinity are refused."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not (value > 0 or (zero and value == 0)) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'more than 0'}, got {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="explorer", description="A curiosity-driven game agent on a virtual Xbox 360 pad.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("explore", help="explore the built-in game (ViZDoom) headless and write a run directory")
     _common(p)
-    p.add_argument("--steps", type=int, help="agent steps (overrides run.steps)")
+    p.add_argument("--steps", type=_positive(int), help="agent steps (overrides run.steps)")
     p.add_argument("--agent", choices=["explorer", "random", "sticky", "sticky_prior"], help="overrides run.agent")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -45,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="capture and act, but send nothing to a pad")
     p.add_argument("--window", metavar="TITLE", help="capture the window whose title contains TITLE")
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
-    p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
+    p.add_argument("--seconds", type=_positive(float), help="stop after this long (overrides control.max_seconds)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
     p.add_argument("--resume", metavar="RUN_DIR", help="start from the latest checkpoint of an explore, play or replay run")
@@ -58,11 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--out", metavar="DIR", default="sessions", help="parent folder of the session directory (default: sessions)")
     p.add_argument("--name", metavar="NAME", default="record", help="suffix of the session directory name")
-    p.add_argument("--seconds", type=float, help="stop after this long; Ctrl-C stops at any time")
-    p.add_argument("--hz", type=float, help="frames recorded per second (default: control.hz, the rate the agent acts at)")
+    p.add_argument("--seconds", type=_positive(float), help="stop after this long; Ctrl-C stops at any time")
+    p.add_argument("--hz", type=_positive(float),
+                   help="frames recorded per second (default: control.hz, the rate the agent acts at)")
     p.add_argument("--window", metavar="TITLE", help="capture the window whose title contains TITLE")
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
-    p.add_argument("--chunk-frames", type=int, default=64, help="frames per chunk file (default 64)")
+    p.add_argument("--chunk-frames", type=_positive(int), default=64, help="frames per chunk file (default 64)")
     p.set_defaults(handler=cmd_record)
 
     p = sub.add_parser("sessions", help="list recorded sessions: length, duration, frame size, health")
@@ -76,9 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sessions", nargs="+", metavar="SESSION", help="session directories (or folders of sessions)")
     p.add_argument("--evaluate", metavar="CHECKPOINT", help="evaluate a run's latest checkpoint (a run directory) or one checkpoint "
                    "(<run>/checkpoints/learner-N) on the sessions instead of training")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the sessions (default 1)")
-    p.add_argument("--steps", type=int, help="stop after this many transitions")
-    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N", help="also save a checkpoint every N transitions")
+    p.add_argument("--epochs", type=_positive(int), default=1, help="passes over the sessions (default 1)")
+    p.add_argument("--steps", type=_positive(int), help="stop after this many transitions")
+    p.add_argument("--checkpoint-every", type=_positive(int, zero=True), default=0, metavar="N",
+                   help="also save a checkpoint every N transitions (0: only at the end)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_replay)
