@@ -32,7 +32,13 @@ NEUTRAL = np.zeros(ACTION_DIM, np.float32)
 
 
 class ExplorerError(RuntimeError):
-    """A failure the user can fix; the command line prints its message on one line and exits 1."""
+    """A failure the user can fix; the command line prints its message on one line and exits 1.
+
+    Attributes:
+      says_what_was_kept: the message already says what a stopped run kept (a mode adds it otherwise).
+    """
+
+    says_what_was_kept = False
 
 
 class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt, not an error)
@@ -53,6 +59,8 @@ class Stopped(ExplorerError):
     Attributes:
       signum: the signal's number (the process exits with ``128 + signum``).
     """
+
+    says_what_was_kept = True
 
     def __init__(self, message: str, signum: int):
         super().__init__(message)

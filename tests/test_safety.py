@@ -170,3 +170,24 @@ def test_a_resume_stopped_before_its_first_step_changes_nothing(tmp_path):
                               f"continue with: explorer explore --resume {run}")
     after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == before
+
+
+def test_diverged_weights_are_not_checkpointed_and_the_error_names_the_one_before(tmp_path, monkeypatch, capsys):
+    import numpy as np
+
+    from explorer.agent.actor import LearningActor
+
+    act = LearningActor.act
+
+    def diverges(self, step):
+        return np.full(4, np.nan, np.float32) if self.steps >= 45 else act(self, step)
+
+    monkeypatch.setattr(LearningActor, "act", diverges)
+    assert cli.main(["explore", "--steps", "100", "--out", str(tmp_path), "--no-progress", "--set",
+                     "learner.checkpoint_every=30", *SMALL]) == 1
+    (run,) = tmp_path.iterdir()
+    assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == ["learner-30.index"]
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "explorer: the policy produced non-finite stick values [nan, nan, nan, nan] at step 45: the weights have "
+        f"diverged; stopping with the pad neutral; kept checkpoint {run}/checkpoints/learner-30 and run directory "
+        f"{run}; continue with: explorer explore --resume {run}")

@@ -44,6 +44,8 @@ from explorer.files import atomic_write, fsync_dir
 class CheckpointError(ExplorerError):
     """A checkpoint is missing, damaged, cannot be written, or does not fit the agent."""
 
+    says_what_was_kept = True  # a failed save names the checkpoint kept; a failed restore comes before any run
+
 
 class PartDamaged(Exception):
     """A part's files are missing, truncated or unreadable: the checkpoint is skipped."""

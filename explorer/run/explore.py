@@ -14,7 +14,7 @@ from typing import Any
 
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
-from explorer.run.driver import Controls, Driver, Transition
+from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
 from explorer.run.observers import Coverage, InlineTrainer, MetricsLog, open_recorder
 from explorer.run.rundir import RunDir
 from explorer.run.safety import Kept, SignalStop, stop_on_signals
@@ -38,7 +38,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
         run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
         kept.run_dir = run.path
-        with run:
+        with kept.on_error("continue with: explorer explore --resume {run_dir}"), run:  # errors say what was kept
             return _explore(config, run, progress, run_path, actor, signals, kept)
 
 
@@ -114,12 +114,16 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             stack.callback(recorder.close)
             recorder.attach(driver)
 
-        def final_checkpoint() -> None:
-            if checkpointer is not None and done[0] > start and not checkpointer.failed:
+        def final_checkpoint(kind: Any, err: BaseException | None, tb: Any) -> None:
+            # on every way out, Ctrl-C included; not again after a failed one, and not of weights that
+            # produced non-finite sticks (the checkpoint before them stays the newest)
+            if (checkpointer is not None and done[0] > start and not checkpointer.failed
+                    and not isinstance(err, NonFiniteAction)):
                 with signals.held():
-                    checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
+                    checkpointer.save(done[0])
 
-        stack.callback(final_checkpoint)  # runs before the env closes and the run directory is released
+        stack.push(final_checkpoint)  # runs before the env closes and the run directory is released
+        kept.started = True
         stats = driver.run(max_steps=max(config.run.steps - start, 0))
 
     cov = coverage.coverage

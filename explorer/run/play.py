@@ -22,7 +22,7 @@ from explorer.config import Config
 from explorer.core import Actor
 from explorer.envs.pad import Pad
 from explorer.envs.screen import screen_region
-from explorer.run.driver import Controls, Driver, Transition
+from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
 from explorer.run.observers import Coverage, blank_warning, open_recorder
 from explorer.run.rundir import RunDir
 from explorer.run.safety import Hotkeys, Kept, SignalStop, countdown, stop_on_signals
@@ -53,7 +53,8 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     controls = controls or Controls()
     kept = Kept()
     # Ctrl-C and SIGTERM end the run at a tick, with the pad neutral, keeping what it learned
-    with stop_on_signals(controls, kept) as signals, ExitStack() as stack:
+    with (stop_on_signals(controls, kept) as signals, kept.on_error("play on from it with --resume {run_dir}"),
+          ExitStack() as stack):
         game = None
         checks: list[Any] = []
         if with_game:
@@ -86,7 +87,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
                                        ready=lambda: learning.steps >= config.learner.warmup_steps)
             keep = _keep_what_was_learned(threaded, checkpointer, learning, signals)
             # Registered before the env, so the env (and its pad) closes first, on every way out.
-            stack.callback(keep)
+            stack.push(_unless_diverged(keep))
         pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
         env = LiveEnv(screen, pad, stack=config.observation.stack, ring_capacity=config.ring.capacity,
                       capture_fps=config.capture.fps, hz=config.control.hz, blank_s=config.capture.blank_seconds,
@@ -124,6 +125,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             driver.on_step(learner_metrics)
         wait = config.control.countdown_s if countdown_s is None else countdown_s
         countdown(wait, controls)  # a stop meanwhile ends the run before its first tick
+        kept.started = True
         stats = driver.run(max_seconds=config.control.max_seconds or None)
         checkpoint = keep()  # the learner stopped and its checkpoint written, before the summary names it
         summary: dict[str, Any] = {
@@ -154,6 +156,15 @@ def _keep_what_was_learned(threaded: Any, checkpointer: Any, actor: Any, signals
                     done[0] = checkpointer.save(actor.steps)
         return done[0]
     return keep
+
+
+def _unless_diverged(keep: Callable[[], object]) -> Callable[[Any, BaseException | None, Any], None]:
+    """An exit callback that keeps what was learned, unless the policy produced non-finite sticks (then the
+    checkpoint before stays the newest)."""
+    def on_exit(kind: Any, err: BaseException | None, tb: Any) -> None:
+        if not isinstance(err, NonFiniteAction):
+            keep()
+    return on_exit
 
 
 def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:

@@ -21,7 +21,7 @@ from explorer.envs.session import Session
 from explorer.run.driver import Controls, Driver
 from explorer.run.observers import SessionRecorder, blank_warning
 from explorer.run.rundir import timestamped_path
-from explorer.run.safety import Kept, stop_on_signals
+from explorer.run.safety import Kept, join_sentences, stop_on_signals
 
 
 def new_session_path(parent: str | Path, name: str) -> Path:
@@ -97,10 +97,8 @@ def record_screen(config: Config, out: str | Path, seconds: float | None = None,
                     env.close()
                     screen.close()
         if failure is not None:
-            text = str(failure)
-            more = f"recording stopped: {kept}, with the {recorder.frames} frames recorded before"
-            raise ExplorerError(f"{text} {more[0].upper()}{more[1:]}" if text.endswith(("?", ".", "!"))
-                                else f"{text}; {more}") from None
+            raise ExplorerError(join_sentences(str(failure), f"recording stopped: {kept}, with the "
+                                                             f"{recorder.frames} frames recorded before")) from None
     session = Session(path)
     health = session.health()
     return {"path": str(path), "steps": session.steps, "duration_s": session.duration_s,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.core import Stopped, Terminated
+from explorer.core import ExplorerError, Stopped, Terminated
 from explorer.run.driver import Controls
 
 #: the signals that stop a run: Ctrl-C, a polite kill, the terminal going away
@@ -37,6 +37,7 @@ class Kept:
     run_dir: Path | None = None
     checkpoints: Path | None = None
     session: Path | None = None
+    started: bool = False  #: the run's loop began (set by the mode)
 
     def checkpoint(self) -> str | None:
         """The newest whole checkpoint, or None."""
@@ -56,6 +57,42 @@ class Kept:
         if not items:
             return "nothing was kept"
         return "kept " + (items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1])
+
+    def add_to(self, err: ExplorerError, resume: str | None = None) -> ExplorerError:
+        """``err`` (of the same type where it can be made again) with what the run kept added to its message,
+        when the run had begun and the message does not say it already.
+
+        Args:
+          err: what stopped the run.
+          resume: how to continue the run from its checkpoint, suggested when there is one; ``{run_dir}``
+            in it is the run directory.
+        """
+        if not self.started or err.says_what_was_kept:
+            return err
+        text = join_sentences(str(err), str(self))
+        if resume and self.checkpoint() is not None:
+            text += f"; {resume.format(run_dir=self.run_dir)}"
+        try:
+            again = type(err)(text)
+        except Exception:  # an error class that takes other arguments
+            again = ExplorerError(text)
+        again.says_what_was_kept = True
+        return again
+
+    @contextlib.contextmanager
+    def on_error(self, resume: str | None = None) -> Iterator[None]:
+        """Errors leaving the block say what the run kept (see :meth:`add_to`)."""
+        try:
+            yield
+        except ExplorerError as err:
+            raise self.add_to(err, resume) from err
+
+
+def join_sentences(text: str, more: str) -> str:
+    """``text; more``, or ``text More`` when ``text`` ends a sentence (``?``, ``.``, ``!``)."""
+    if text.endswith(("?", ".", "!")):
+        return f"{text} {more[:1].upper()}{more[1:]}"
+    return f"{text}; {more}"
 
 
 class SignalStop:
