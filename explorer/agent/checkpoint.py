@@ -190,6 +190,7 @@ class Checkpointer:
         self.keep = keep
         #: set when a save failed (a full disk): the run stops, and its way out does not try again
         self.failed = False
+        self._resumed_from: int | None = None  # the step restored, until a save has pruned what came after it
 
     # ------------------------------------------------------------ save
 
@@ -238,6 +239,7 @@ class Checkpointer:
             self._clean_failed(step)
             raise
         self._prune(step)
+        self._resumed_from = None
         return str(prefix)
 
     @property
@@ -265,7 +267,11 @@ class Checkpointer:
         shutil.rmtree(self.directory / f"state-{step}", ignore_errors=True)
 
     def _prune(self, newest: int) -> None:
-        kept = [s for s in self._complete_steps() if s <= newest][-self.keep:]
+        # after a resume from step R, those after R (skipped as damaged, or of the history the resume
+        # left) are not this run's: the new one and those up to R are kept
+        ours = [s for s in self._complete_steps()
+                if s <= newest and (self._resumed_from is None or s <= self._resumed_from or s == newest)]
+        kept = ours[-self.keep:]
         for step in self._steps_on_disk():
             if step not in kept:
                 self._remove_step(step)
@@ -316,6 +322,7 @@ class Checkpointer:
                     skipped.append((step, str(err)))
                     continue
                 self._apply(step, commits)
+                self._resumed_from = step
                 return step
         finally:
             if skipped and len(skipped) < len(candidates):  # one line, whatever happens next
