@@ -146,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 
 
+def _nothing_done(summary: dict[str, Any]) -> int:
+    print(f"explorer: stopped by {summary['stopped_by']} before the first tick; {summary['kept']}", file=sys.stderr)
+    return 0
+
+
 def _stopped_by_signal(summary: dict[str, Any], done: str, resume: str | None = None) -> int:
     """After a run a signal stopped: one line saying so and what was kept; the exit code (128 + signal).
 
@@ -222,6 +227,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
+    if not loop["steps"]:  # stopped before its first tick: nothing to report but that
+        return _stopped_by_signal(summary, "before the first tick") or _nothing_done(summary)
     print(f"run directory: {summary['run_dir']}")
     print(f"{loop['steps']} ticks in {loop['seconds']:.1f} s: {loop['hz']:.1f} Hz (target {config.control.hz:g}), "
           f"capture {summary['capture_fps']:.1f} fps (target {config.capture.fps:g}), latency p50 {loop['latency_p50_ms']:.1f} ms "

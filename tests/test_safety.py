@@ -191,3 +191,15 @@ def test_diverged_weights_are_not_checkpointed_and_the_error_names_the_one_befor
         "explorer: the policy produced non-finite stick values [nan, nan, nan, nan] at step 45: the weights have "
         f"diverged; stopping with the pad neutral; kept checkpoint {run}/checkpoints/learner-30 and run directory "
         f"{run}; continue with: explorer explore --resume {run}")
+
+
+def test_ctrl_c_before_play_takes_the_pad_leaves_nothing(tmp_path, xvfb):
+    out = tmp_path / "runs"
+    proc = explorer_process("play", "--dry-run", "--region", "0,0,32,32", "--out", str(out), "--set",
+                            "control.countdown_s=600", "--set", "capture.blank_seconds=1000", *SMALL, DISPLAY=xvfb)
+    wait_for(lambda: any(out.glob("*/config.toml")), proc, "run directory")  # setting up, or counting down
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130
+    assert last_line(err) == "explorer: stopped by SIGINT before the first tick; nothing was kept"
+    assert list(out.iterdir()) == []

@@ -132,14 +132,17 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": env.capture.achieved_fps(),
             "region": region, "loop": stats.summary(),
             "finished": time.time(), "session": str(recorder.path) if recorder is not None else None,
-            "checkpoint": checkpoint, "stopped_by": stats.stopped_by, "kept": str(kept)}
+            "checkpoint": checkpoint, "stopped_by": stats.stopped_by,
+            # stopped before its first tick, the run directory holds nothing and goes
+            "kept": str(kept) if stats.steps else str(Kept(session=kept.session))}
         if threaded is not None:
             summary["learner"] = threaded.stats()
         if game is not None and coverage is not None:
             path = np.asarray(coverage.coverage.path)
             summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.coverage.all_cells),
                                "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
-        run.write_summary(summary)
+        if stats.steps:
+            run.write_summary(summary)
     return summary
 
 
