@@ -305,13 +305,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
               f"action MSE vs recorded {('n/a' if mse is None else ', '.join(f'{k} {v:.3f}' for k, v in mse.items()))}")
         summary["kept"] = f"kept the evaluation of them in run directory {run.path}"
         return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
+    transitions = sum(s.steps for s in sessions) * args.epochs
+    for warning in config_mod.replay_warnings(config, min(transitions, args.steps or transitions)):
+        print(f"explorer: {warning}", file=sys.stderr)
     with RunDir(config.run.dir, "replay", config) as run:
         summary = replay_train(config, sessions, run.path, epochs=args.epochs, max_steps=args.steps,
                                checkpoint_every=args.checkpoint_every, progress=not args.no_progress, log=run.log)
         summary["sessions"] = [str(s.path) for s in sessions]
         run.write_summary(summary)
     print(f"run directory: {run.path}")
-    print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s; checkpoint {summary['checkpoint']}")
+    print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s, {summary['updates']} "
+          f"updates; checkpoint {summary['checkpoint']}")
     return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
 
 

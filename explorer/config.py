@@ -452,18 +452,34 @@ def explore_warnings(config: Config) -> list[str]:
         return [f"run.steps = {run.steps} ends before learner.warmup_steps = {learner.warmup_steps}: the actor never "
                 f"acts and nothing is learned, so this run measures the warm-up's random sticks; raise run.steps or "
                 f"lower learner.warmup_steps"]
-    # the first update waits for a batch of transitions, one per decision of action_repeat steps
-    first = max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+    first = _first_update(learner)
     if run.steps <= first:
         return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
                 f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
                 f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
-    # updates come on multiples of update_every from then on
-    update = math.ceil(first / learner.update_every) * learner.update_every
+    update = math.ceil(first / learner.update_every) * learner.update_every  # on multiples of update_every
     if run.steps < update:
         return [f"learner.update_every = {learner.update_every} puts the first update at step {update}, after "
                 f"run.steps = {run.steps}: nothing is learned; lower learner.update_every or raise run.steps"]
     return []
+
+
+def _first_update(learner: LearnerConfig) -> int:
+    """The agent step after which the first update can come: past the warm-up, with a batch of transitions
+    (one per decision of ``action_repeat`` steps, ``n_step`` more to complete their returns)."""
+    return max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+
+
+def replay_warnings(config: Config, transitions: int) -> list[str]:
+    """What makes a replay of ``transitions`` recorded steps learn nothing (to print before it starts)."""
+    learner = config.learner
+    update = math.ceil(_first_update(learner) / learner.update_every) * learner.update_every
+    if transitions >= update:
+        return []
+    return [f"replaying {transitions} recorded steps ends before the first update, at step {update} "
+            f"(learner.warmup_steps = {learner.warmup_steps}, learner.batch_size = {learner.batch_size}, "
+            f"learner.update_every = {learner.update_every}): nothing is learned; lower learner.warmup_steps, or "
+            f"replay more (--epochs, more sessions)"]
 
 
 def _encoder_flat(config: Config) -> int:

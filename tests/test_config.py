@@ -366,3 +366,9 @@ def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
     assert warning == ("learner.update_every = 4000 puts the first update at step 4000, after run.steps = 3000: "
                        "nothing is learned; lower learner.update_every or raise run.steps")
     assert cfg.explore_warnings(cfg.load(None, ["run.steps=4000", "learner.update_every=4000"])) == []
+    # a replay too short to reach the first update learns nothing either
+    assert cfg.replay_warnings(cfg.Config(), 303) == [
+        "replaying 303 recorded steps ends before the first update, at step 1000 (learner.warmup_steps = 1000, "
+        "learner.batch_size = 32, learner.update_every = 1): nothing is learned; lower learner.warmup_steps, or "
+        "replay more (--epochs, more sessions)"]
+    assert cfg.replay_warnings(cfg.load(None, ["learner.warmup_steps=100"]), 303) == []
