@@ -35,7 +35,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     seed_everything(config.run.seed, eager=config.run.eager)
     controls, kept = Controls(), Kept()
     with stop_on_signals(controls, kept) as signals:  # Ctrl-C and SIGTERM end the run at a step, keeping what it did
-        # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
+        # A resume changes nothing in the run until its first step (then its config is committed).
         run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
         kept.run_dir = run.path
         with kept.on_error("continue with: explorer explore --resume {run_dir}"), run:  # errors say what was kept
