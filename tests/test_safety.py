@@ -53,6 +53,19 @@ def test_a_stop_already_under_way_keeps_its_reason():
     assert controls.reason == "stop key f12"
 
 
+def test_a_signal_the_process_was_started_ignoring_stays_ignored():
+    """``nohup`` ignores SIGHUP so that a run outlives its terminal: it must not stop the run."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        controls = Controls()
+        with stop_on_signals(controls, announce=False):
+            signal.raise_signal(signal.SIGHUP)
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert not controls.stop.is_set()
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def wait_for(predicate, proc: subprocess.Popen, what: str, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s  # a loaded machine gets more time, not a weaker check
     while not predicate():

@@ -166,7 +166,7 @@ def stop_on_signals(controls: Controls, kept: Kept | None = None, announce: bool
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = {sig: signal.signal(sig, stop.handle) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, stop.handle) for sig in _not_ignored(STOP_SIGNALS)}
     try:
         yield stop
     except (KeyboardInterrupt, Terminated) as err:
@@ -190,12 +190,18 @@ def terminate_raises() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         raise Terminated(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS if sig != signal.SIGINT}
+    previous = {sig: signal.signal(sig, handler) for sig in _not_ignored(STOP_SIGNALS) if sig != signal.SIGINT}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _not_ignored(signals: tuple[int, ...]) -> list[int]:
+    """Those of ``signals`` that this process does not ignore: what started it ignoring one (``nohup``
+    ignores SIGHUP, a shell script's ``&`` ignores SIGINT) meant the run to go on through it."""
+    return [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
 
 
 def signal_number(name: str) -> int | None:
