@@ -8,13 +8,15 @@ one function of :mod:`explorer.run`. A :class:`~explorer.core.ExplorerError`
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from explorer import config as config_mod
 from explorer.config import Config, ConfigError, capture_overrides, quote
-from explorer.core import ExplorerError
+from explorer.core import ExplorerError, Stopped, Terminated
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -23,13 +25,27 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="override one setting, e.g. --set capture.fps=30 (repeatable)")
 
 
+def _positive(kind: type[int] | type[float], zero: bool = False) -> Any:
+    """An argparse type: a number of ``kind`` above 0 (or 0 itself with ``zero``); NaN and infinity are refused."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not (value > 0 or (zero and value == 0)) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'more than 0'}, got {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="explorer", description="A curiosity-driven game agent on a virtual Xbox 360 pad.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("explore", help="explore the built-in game (ViZDoom) headless and write a run directory")
     _common(p)
-    p.add_argument("--steps", type=int, help="agent steps (overrides run.steps)")
+    p.add_argument("--steps", type=_positive(int), help="agent steps (overrides run.steps)")
     p.add_argument("--agent", choices=["explorer", "random", "sticky", "sticky_prior"], help="overrides run.agent")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -48,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="capture and act, but send nothing to a pad")
     p.add_argument("--window", metavar="TITLE", help="capture the window whose title contains TITLE")
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
-    p.add_argument("--seconds", type=float, help="stop after this long (overrides control.max_seconds)")
+    p.add_argument("--seconds", type=_positive(float), help="stop after this long (overrides control.max_seconds)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--record", metavar="DIR", help="record the run as a session under DIR (overrides record.dir)")
     p.add_argument("--resume", metavar="RUN_DIR", help="start from the latest checkpoint of an explore, play or replay run")
@@ -61,11 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--out", metavar="DIR", default="sessions", help="parent folder of the session directory (default: sessions)")
     p.add_argument("--name", metavar="NAME", default="record", help="suffix of the session directory name")
-    p.add_argument("--seconds", type=float, help="stop after this long; Ctrl-C stops at any time")
-    p.add_argument("--hz", type=float, help="frames recorded per second (default: control.hz, the rate the agent acts at)")
+    p.add_argument("--seconds", type=_positive(float), help="stop after this long; Ctrl-C stops at any time")
+    p.add_argument("--hz", type=_positive(float),
+                   help="frames recorded per second (default: control.hz, the rate the agent acts at)")
     p.add_argument("--window", metavar="TITLE", help="capture the window whose title contains TITLE")
     p.add_argument("--region", metavar="L,T,W,H", help="capture this screen rectangle (pixels)")
-    p.add_argument("--chunk-frames", type=int, default=64, help="frames per chunk file (default 64)")
+    p.add_argument("--chunk-frames", type=_positive(int), default=64, help="frames per chunk file (default 64)")
     p.set_defaults(handler=cmd_record)
 
     p = sub.add_parser("sessions", help="list recorded sessions: length, duration, frame size, health")
@@ -79,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sessions", nargs="+", metavar="SESSION", help="session directories (or folders of sessions)")
     p.add_argument("--evaluate", metavar="CHECKPOINT", help="evaluate a run's latest checkpoint (a run directory) or one checkpoint "
                    "(<run>/checkpoints/learner-N) on the sessions instead of training")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the sessions (default 1)")
-    p.add_argument("--steps", type=int, help="stop after this many transitions")
-    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N", help="also save a checkpoint every N transitions")
+    p.add_argument("--epochs", type=_positive(int), default=1, help="passes over the sessions (default 1)")
+    p.add_argument("--steps", type=_positive(int), help="stop after this many transitions")
+    p.add_argument("--checkpoint-every", type=_positive(int, zero=True), default=0, metavar="N",
+                   help="also save a checkpoint every N transitions (0: only at the end)")
     p.add_argument("--out", metavar="DIR", help="parent folder for the run directory (overrides run.dir)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_replay)
@@ -99,18 +117,58 @@ def load_config(args: argparse.Namespace, extra: list[str], default_path: str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from explorer.run.safety import terminate_raises
+
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        with terminate_raises():  # each mode stops on signals in its own way once it runs
+            return int(args.handler(args))
     except ConfigError as err:
         print(f"explorer: {err}", file=sys.stderr)
         return 2
+    except Stopped as err:
+        print(f"explorer: {err}", file=sys.stderr)
+        return 128 + err.signum
     except ExplorerError as err:
         print(f"explorer: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("\nexplorer: interrupted; the pad is neutral", file=sys.stderr)
+        print("\nexplorer: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except Terminated as err:
+        print(f"explorer: stopped by {err}; nothing was written", file=sys.stderr)
+        return 128 + err.signum
+    except OSError as err:
+        if err.errno not in _DISK_FULL:
+            raise
+        where = f" {err.filename}" if err.filename else ""
+        print(f"explorer: cannot write{where}: {err.strerror}; free space there, or write elsewhere (--out)",
+              file=sys.stderr)
+        return 1
+
+
+#: a full disk or quota: never a fault of explorer's, always worth one line rather than a traceback
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _nothing_done(summary: dict[str, Any]) -> int:
+    print(f"explorer: stopped by {summary['stopped_by']} before the first tick; {summary['kept']}", file=sys.stderr)
+    return 0
+
+
+def _stopped_by_signal(summary: dict[str, Any], done: str, resume: str | None = None) -> int:
+    """After a run a signal stopped: one line saying so and what was kept; the exit code (128 + signal).
+
+    Returns 0 when no signal stopped the run.
+    """
+    from explorer.run.safety import signal_number
+
+    signum = signal_number(str(summary.get("stopped_by")))
+    if signum is None:
+        return 0
+    hint = f"; {resume}" if resume and summary.get("checkpoint") else ""
+    print(f"explorer: stopped by {summary['stopped_by']} {done}; {summary['kept']}{hint}", file=sys.stderr)
+    return 128 + signum
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -148,18 +206,21 @@ def cmd_explore(args: argparse.Namespace) -> int:
         for warning in config_mod.explore_warnings(config):
             print(f"explorer: {warning}", file=sys.stderr)
     summary = explore(config, progress=not args.no_progress, run_path=args.resume)
-    print(f"run directory: {summary['run_dir']}")
-    cells = summary["cells_per_episode_last20"]
-    cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
-    print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-          f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
-    if "workers" in summary:
-        print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "
-              f"({summary['update_to_data']:.3f} per step, setting {summary['update_to_data_setting']:.3f}), "
-              f"{summary['transitions_per_s']:.0f} transitions/s into replay, weights version "
-              f"{summary['weights_version']}, {summary['lost_batches']} batches lost, "
-              f"{summary['worker_restarts']} worker restarts")
-    return 0
+    if summary["steps"]:  # none when a signal came before the first step
+        print(f"run directory: {summary['run_dir']}")
+        cells = summary["cells_per_episode_last20"]
+        cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
+        print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
+              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
+        if "workers" in summary:
+            print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "
+                  f"({summary['update_to_data']:.3f} per step, setting {summary['update_to_data_setting']:.3f}), "
+                  f"{summary['transitions_per_s']:.0f} transitions/s into replay, weights version "
+                  f"{summary['weights_version']}, {summary['lost_batches']} batches lost, "
+                  f"{summary['worker_restarts']} worker restarts")
+    done = summary["resumed_at"] + summary["steps"]
+    return _stopped_by_signal(summary, f"at step {done} of {config.run.steps}",
+                              f"continue with: explorer explore --resume {summary['run_dir']}")
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -181,12 +242,15 @@ def cmd_play(args: argparse.Namespace) -> int:
     config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
+    if not loop["steps"]:  # stopped before its first tick: nothing to report but that
+        return _stopped_by_signal(summary, "before the first tick") or _nothing_done(summary)
     print(f"run directory: {summary['run_dir']}")
     print(f"{loop['steps']} ticks in {loop['seconds']:.1f} s: {loop['hz']:.1f} Hz (target {config.control.hz:g}), "
           f"capture {summary['capture_fps']:.1f} fps (target {config.capture.fps:g}), latency p50 {loop['latency_p50_ms']:.1f} ms "
           f"p99 {loop['latency_p99_ms']:.1f} ms, missed ticks {loop['missed_ticks']}, dropped frames {loop['dropped_frames']}; "
           f"stopped by {loop['stopped_by']}")
-    return 0
+    return _stopped_by_signal(summary, f"after {loop['steps']} ticks",
+                              f"play on from it with --resume {summary['run_dir']}")
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -247,28 +311,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     config = load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
     seed_everything(config.run.seed)
     if checkpoint is not None:
-        run = RunDir(config.run.dir, "evaluate", config)
-        try:
+        with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing
             summary = evaluate(config, sessions, checkpoint, run.path)
             run.write_summary(summary)
-        finally:
-            run.close()
         print(f"run directory: {run.path}")
         mse = summary.get("action_mse")
         print(f"{summary['transitions']} transitions; novelty mean {summary.get('novelty_mean', float('nan')):.3f}; "
               f"action MSE vs recorded {('n/a' if mse is None else ', '.join(f'{k} {v:.3f}' for k, v in mse.items()))}")
-        return 0
-    run = RunDir(config.run.dir, "replay", config)
-    try:
+        summary["kept"] = f"kept the evaluation of them in run directory {run.path}"
+        return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
+    transitions = sum(s.steps for s in sessions) * args.epochs
+    for warning in config_mod.replay_warnings(config, min(transitions, args.steps or transitions)):
+        print(f"explorer: {warning}", file=sys.stderr)
+    with RunDir(config.run.dir, "replay", config) as run:
         summary = replay_train(config, sessions, run.path, epochs=args.epochs, max_steps=args.steps,
                                checkpoint_every=args.checkpoint_every, progress=not args.no_progress, log=run.log)
         summary["sessions"] = [str(s.path) for s in sessions]
         run.write_summary(summary)
-    finally:
-        run.close()
     print(f"run directory: {run.path}")
-    print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s; checkpoint {summary['checkpoint']}")
-    return 0
+    print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s, {summary['updates']} "
+          f"updates; checkpoint {summary['checkpoint']}")
+    return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

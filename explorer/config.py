@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +35,14 @@ import tomli_w
 
 class ConfigError(ValueError):
     """A configuration value is unknown, of the wrong type or out of range."""
+
+
+#: the largest seed every seeded library takes (numpy's global generator and the engine take 32 bits)
+MAX_SEED = 2**32 - 1
+
+#: the parts seeded from ``run.seed`` unless their own ``seed`` is set: section -> offset added to ``run.seed``
+#: (at ``run.seed = 0`` these are the parts' historical seeds, so the default run's numbers stay as they were)
+DERIVED_SEEDS = {"game": 0, "learner": 0, "novelty": 1}
 
 
 class _Section(BaseModel):
@@ -124,7 +140,7 @@ class GameConfig(_Section):
     strafe_scale: float = Field(25.0, ge=0, description="engine strafe speed at full walk x (same units as move_scale)")
     realtime: bool = Field(False, description="asynchronous engine at 35 tics/s with a visible window (live test bed)")
     visible: bool = Field(False, description="show the engine window (needs a display)")
-    seed: int = Field(0, description="engine seed")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="engine seed (unset: run.seed)")
 
 
 class RunConfig(_Section):
@@ -132,7 +148,9 @@ class RunConfig(_Section):
 
     dir: str = Field("runs", description="parent folder of run directories")
     steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 18 min on 2 cores)")
-    seed: int = Field(0, description="seed for TensorFlow, numpy and the game")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="the run's seed: Python's, numpy's and TensorFlow's generators, "
+                      "and every part whose own seed is unset: game.seed = run.seed, learner.seed = run.seed, "
+                      "novelty.seed = run.seed + 1")
     agent: Literal["explorer", "random", "sticky", "sticky_prior"] = Field(
         "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held; "
         "sticky_prior: random sticks held, moved by learner.action_prior and put on the learner's stick range (baselines)")
@@ -187,7 +205,7 @@ class NoveltyConfig(_Section):
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
     norm_decay: float = Field(0.99, gt=0, lt=1, description="decay of the running mean/variance that normalises rewards, per agent step")
     learning_rate: float = Field(1e-3, gt=0, description="Adam step size of learned novelty models (rnd/forward/inverse/temporal)")
-    seed: int = Field(1, description="seed of the fixed random networks")
+    seed: int = Field(1, ge=0, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")
 
 
 _Stick = Annotated[float, Field(gt=-1.0, lt=1.0)]  # a stick value strictly inside [-1, 1]
@@ -217,7 +235,8 @@ class LearnerConfig(_Section):
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")
     hidden: int = Field(256, gt=0, description="width of critic and actor heads")
     feature: int = Field(128, gt=0, description="encoder output width")
-    filters: tuple[int, ...] = Field((16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
+    filters: tuple[Annotated[int, Field(gt=0)], ...] = Field(
+        (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
     augment: int = Field(0, ge=0, description="random-shift augmentation of replayed observations for the critics, "
                          "pixels: each picture is padded by this much and cropped back at a random offset (DrQ); 0: off")
     shared_encoder: bool = Field(False, description="the actor reads the critic's encoder features, held fixed in the actor "
@@ -240,7 +259,7 @@ class LearnerConfig(_Section):
         "allows; [-1, -1, -1, -1] with action_high [1, 1, 1, 1] gives the policy the whole pad")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
-    seed: int = Field(0, description="seed of network init, noise and replay sampling")
+    seed: int = Field(0, ge=0, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     overlap: bool = Field(False, description="explore: train on a thread of its own, one update per agent step as "
                           "inline, while the actor takes its next step (the actor acts with weights one update older; "
@@ -287,6 +306,33 @@ class Config(_Section):
     learner: LearnerConfig = LearnerConfig()
     record: RecordConfig = RecordConfig()
 
+    # sections whose seed was derived from run.seed (not set): they are left out of to_dict, so a
+    # config written into a run and loaded back with another run.seed derives them again
+    _derived_seeds: frozenset[str] = PrivateAttr(frozenset())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derive_seeds(cls, data: Any, handler: ModelWrapValidatorHandler[Config]) -> Config:
+        if not isinstance(data, dict):
+            return handler(data)
+        data, derived = dict(data), []
+        run = data.get("run")
+        base = run.seed if isinstance(run, RunConfig) else run.get("seed", 0) if isinstance(run, dict) else 0
+        # a run.seed that is not a seed (a string, out of range) is refused by its own check, alone
+        if type(base) is int and 0 <= base <= MAX_SEED:  # noqa: E721
+            for section, offset in DERIVED_SEEDS.items():
+                given = data.get(section)
+                if isinstance(given, BaseModel):
+                    if "seed" not in given.model_fields_set:
+                        data[section] = given.model_copy(update={"seed": base + offset})
+                        derived.append(section)
+                elif given is None or (isinstance(given, dict) and "seed" not in given):
+                    data[section] = {**(given or {}), "seed": base + offset}
+                    derived.append(section)
+        config = handler(data)
+        config._derived_seeds = frozenset(derived)
+        return config
+
     @model_validator(mode="after")
     def _consistent(self) -> Config:
         problems = config_problems(self)
@@ -295,8 +341,15 @@ class Config(_Section):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (tuples as lists), ready for TOML."""
-        return self.model_dump(mode="json")
+        """Plain nested dict (tuples as lists), ready for TOML; seeds derived from ``run.seed`` are left out."""
+        tree = self.model_dump(mode="json")
+        for section in self._derived_seeds:
+            del tree[section]["seed"]
+        return tree
+
+    def seeds(self) -> dict[str, int]:
+        """The seed each seeded part uses, by setting name (``run.seed``, ``learner.seed``, ...)."""
+        return {"run.seed": self.run.seed, **{f"{s}.seed": getattr(self, s).seed for s in DERIVED_SEEDS}}
 
     def replace(self, **overrides: Any) -> Config:
         """A copy with dotted keys replaced, e.g. ``replace(**{"run.steps": 10})``."""
@@ -441,13 +494,34 @@ def explore_warnings(config: Config) -> list[str]:
         return [f"run.steps = {run.steps} ends before learner.warmup_steps = {learner.warmup_steps}: the actor never "
                 f"acts and nothing is learned, so this run measures the warm-up's random sticks; raise run.steps or "
                 f"lower learner.warmup_steps"]
-    # the first update waits for a batch of transitions, one per decision of action_repeat steps
-    first = max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+    first = _first_update(learner)
     if run.steps <= first:
         return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
                 f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
                 f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
+    update = math.ceil(first / learner.update_every) * learner.update_every  # on multiples of update_every
+    if run.steps < update:
+        return [f"learner.update_every = {learner.update_every} puts the first update at step {update}, after "
+                f"run.steps = {run.steps}: nothing is learned; lower learner.update_every or raise run.steps"]
     return []
+
+
+def _first_update(learner: LearnerConfig) -> int:
+    """The agent step after which the first update can come: past the warm-up, with a batch of transitions
+    (one per decision of ``action_repeat`` steps, ``n_step`` more to complete their returns)."""
+    return max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+
+
+def replay_warnings(config: Config, transitions: int) -> list[str]:
+    """What makes a replay of ``transitions`` recorded steps learn nothing (to print before it starts)."""
+    learner = config.learner
+    update = math.ceil(_first_update(learner) / learner.update_every) * learner.update_every
+    if transitions >= update:
+        return []
+    return [f"replaying {transitions} recorded steps ends before the first update, at step {update} "
+            f"(learner.warmup_steps = {learner.warmup_steps}, learner.batch_size = {learner.batch_size}, "
+            f"learner.update_every = {learner.update_every}): nothing is learned; lower learner.warmup_steps, or "
+            f"replay more (--epochs, more sessions)"]
 
 
 def _encoder_flat(config: Config) -> int:
@@ -625,6 +699,10 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         keypath, value = _parse_override(text)
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"
+    kinds = _kind_problems(tree, origins)
+    if kinds:
+        raise ConfigError("invalid configuration: " + kinds[0] if len(kinds) == 1
+                          else "invalid configuration:\n  " + "\n  ".join(kinds))
     try:
         config = Config.model_validate(tree)
     except ValidationError as err:
@@ -647,6 +725,25 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     check_memory(config)
     return config
+
+
+def _kind_problems(tree: dict[str, Any], origins: dict[str, str]) -> list[str]:
+    """Given settings of the wrong kind that validation would quietly convert: a switch given a number
+    or a word (``game.visible = 1``), a number given a switch (``run.steps = true`` would be 1 step)."""
+    defaults = _flatten(Config().model_dump(mode="json"))
+    problems = []
+    for key, value in _flatten(tree).items():
+        if key not in origins or key not in defaults:
+            continue  # an unknown key is reported by validation
+        default, where = defaults[key], origins[key]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            problems.append(f"{key} (from {where}): takes true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, bool):
+            problems.append(f"{key} (from {where}): takes a number, got {str(value).lower()}")
+        elif (isinstance(default, list) and isinstance(value, list)
+              and any(isinstance(v, bool) for v in value) and not any(isinstance(v, bool) for v in default)):
+            problems.append(f"{key} (from {where}): takes numbers, got {value!r}")
+    return problems
 
 
 def read_config_text(path: str | Path) -> str:
@@ -742,10 +839,13 @@ def render_toml(config: Config | None = None) -> str:
         lines.append(f"[{section}]")
         lines.append(f"# {(model.__doc__ or '').strip().splitlines()[0]}")
         for key, sub in model.model_fields.items():
-            value = values[section][key]
+            # a seed derived from run.seed is shown commented out: a copy of this file that sets it
+            # would pin it, and run.seed would no longer move it
+            derived = key not in values[section]
+            value = getattr(getattr(config, section), key) if derived else values[section][key]
             literal = (f"[{', '.join(_toml_literal(v) for v in value)}]" if isinstance(value, list)
                        else _toml_literal(value))
-            rendered = f"{key} = {literal}"
+            rendered = f"{'# ' if derived else ''}{key} = {literal}"
             lines.append(f"{rendered:<40} # {sub.description}")
         lines.append("")
     return "\n".join(lines)

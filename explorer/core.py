@@ -15,6 +15,7 @@ channels, ``uint8[H, W, k*C]`` (:func:`stack_frames`).
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -31,7 +32,39 @@ NEUTRAL = np.zeros(ACTION_DIM, np.float32)
 
 
 class ExplorerError(RuntimeError):
-    """A failure the user can fix; the command line prints its message on one line and exits 1."""
+    """A failure the user can fix; the command line prints its message on one line and exits 1.
+
+    Attributes:
+      says_what_was_kept: the message already says what a stopped run kept (a mode adds it otherwise).
+    """
+
+    says_what_was_kept = False
+
+
+class Terminated(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt, not an error)
+    """SIGTERM or SIGHUP, raised in the main thread so that ``finally`` blocks run (centring the pad).
+
+    Attributes:
+      signum: the signal's number (the process exits with ``128 + signum``).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Stopped(ExplorerError):
+    """A run stopped at once by a repeated signal; the message says what it kept.
+
+    Attributes:
+      signum: the signal's number (the process exits with ``128 + signum``).
+    """
+
+    says_what_was_kept = True
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
 
 
 class EndOfData(Exception):  # noqa: N818 (a signal, like StopIteration, not an error)

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def remedy(err: OSError, elsewhere: str) -> str:
+    """What to do about a write that failed with ``err``, ending in ``elsewhere`` (e.g. "choose another folder
+    (--out)"): a full disk wants space, a read-only or forbidden folder wants permission."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"free space there, or {elsewhere}"
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make it writable, or {elsewhere}"
+    return elsewhere
 
 
 def fsync_dir(path: Path) -> None:

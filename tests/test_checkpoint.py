@@ -316,6 +316,22 @@ def test_a_save_after_resuming_from_an_older_checkpoint_drops_the_abandoned_newe
     assert capfd.readouterr().err == ""
 
 
+def test_a_resume_past_a_damaged_checkpoint_does_not_keep_it_over_the_good_one(tmp_path, capfd):
+    saved(tmp_path)
+    _flip(tmp_path / "learner-30.data-00000-of-00001")
+    world = World()
+    ckpt = world.checkpointer(tmp_path)
+    assert ckpt.restore() == 20
+    world.set(35.0)
+    ckpt.save(35)  # past the damaged one: it is not this run's, and the good one it fell back to stays
+    assert sorted(p.name for p in tmp_path.glob("state-*")) == ["state-20", "state-35"]
+    assert not list(tmp_path.glob("learner-30*"))
+    world.set(40.0)
+    ckpt.save(40)  # from here on, the newest two as ever
+    assert sorted(p.name for p in tmp_path.glob("state-*")) == ["state-35", "state-40"]
+    capfd.readouterr()
+
+
 def test_part_names_are_plain_folder_names(tmp_path):
     with pytest.raises(ValueError, match="plain folder names"):
         Checkpointer(tmp_path, {}, {"../escape": JsonPart(dict, print)})

@@ -91,6 +91,46 @@ def test_dump_round_trips(tmp_path):
     assert c.learner.filters == (8, 8)
 
 
+def test_a_setting_of_the_wrong_kind_is_refused_not_converted(tmp_path):
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: run.steps \(from --set\): takes a number, "
+                       r"got true$"):
+        cfg.load(None, ["run.steps=true"])  # pydantic would make it 1 step
+    path = tmp_path / "c.toml"
+    path.write_text("[game]\nvisible = 1\n[learner]\nfilters = [true, 8]\n")
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load(path)
+    assert str(err.value) == (f"invalid configuration:\n  game.visible (from {path}): takes true or false, got 1\n"
+                              f"  learner.filters (from {path}): takes numbers, got [True, 8]")
+    with pytest.raises(cfg.ConfigError, match=r"learner.filters.1 \(from --set\): Input should be greater than 0"):
+        cfg.load(None, ["learner.filters=[8, 0]"])  # a convolution of no filters
+    assert cfg.load(None, ["run.seed=1.0", "game.visible=true"]).run.seed == 1  # a whole number is a number
+
+
+def test_part_seeds_follow_run_seed_unless_set(tmp_path):
+    # the default run keeps the seeds its parts always had
+    assert cfg.Config().seeds() == {"run.seed": 0, "game.seed": 0, "learner.seed": 0, "novelty.seed": 1}
+    assert cfg.load(None, ["run.seed=5"]).seeds() == {"run.seed": 5, "game.seed": 5, "learner.seed": 5,
+                                                      "novelty.seed": 6}
+    pinned = cfg.load(None, ["run.seed=5", "learner.seed=0"])
+    assert pinned.seeds() == {"run.seed": 5, "game.seed": 5, "learner.seed": 0, "novelty.seed": 6}
+    # a run's written config keeps what was set and leaves the derived seeds to run.seed
+    cfg.dump(pinned, tmp_path / "run.toml")
+    text = (tmp_path / "run.toml").read_text()
+    assert text.count("seed = ") == 2 and "[learner]" in text.split("seed = 0")[0]
+    assert cfg.load(tmp_path / "run.toml") == pinned
+    assert cfg.load(tmp_path / "run.toml", ["run.seed=7"]).seeds() == {"run.seed": 7, "game.seed": 7,
+                                                                     "learner.seed": 0, "novelty.seed": 8}
+    assert pinned.replace(**{"run.seed": 2}).seeds()["game.seed"] == 2
+    # a file that sets a part's seed pins it, even to the value it would be derived to
+    (tmp_path / "set.toml").write_text("[novelty]\nseed = 1\n")
+    assert cfg.load(tmp_path / "set.toml", ["run.seed=3"]).seeds()["novelty.seed"] == 1
+    with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: run.seed \(from --set\): Input should be "
+                       r"greater than or equal to 0, got -1$"):
+        cfg.load(None, ["run.seed=-1"])
+    with pytest.raises(cfg.ConfigError, match=r"game.seed \(from --set\): Input should be less than or equal to 4294967295"):
+        cfg.load(None, [f"game.seed={2**32}"])
+
+
 # ---------------------------------------------------------------- the file itself
 
 def test_a_config_file_that_is_not_utf8_names_the_file_and_the_byte(tmp_path):
@@ -322,3 +362,13 @@ def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
                                                       "learner.action_repeat=4"]))
     assert warning.startswith("run.steps = 1500 ends before the first update")
     assert cfg.explore_warnings(cfg.load(None, ["run.steps=160", "run.agent=sticky"])) == []
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=3000", "learner.update_every=4000"]))
+    assert warning == ("learner.update_every = 4000 puts the first update at step 4000, after run.steps = 3000: "
+                       "nothing is learned; lower learner.update_every or raise run.steps")
+    assert cfg.explore_warnings(cfg.load(None, ["run.steps=4000", "learner.update_every=4000"])) == []
+    # a replay too short to reach the first update learns nothing either
+    assert cfg.replay_warnings(cfg.Config(), 303) == [
+        "replaying 303 recorded steps ends before the first update, at step 1000 (learner.warmup_steps = 1000, "
+        "learner.batch_size = 32, learner.update_every = 1): nothing is learned; lower learner.warmup_steps, or "
+        "replay more (--epochs, more sessions)"]
+    assert cfg.replay_warnings(cfg.load(None, ["learner.warmup_steps=100"]), 303) == []

@@ -25,11 +25,19 @@ TINY = ["game.name=synthetic", "game.episode_steps=60", "observation.height=16",
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster with two logical CPUs, no dashboard and a small object store, for this module."""
+    """A local Ray cluster with two logical CPUs, no dashboard and a small object store, for this module.
+
+    ray.init installs signal handlers of its own (SIGTERM -> sys.exit); they are taken back afterwards, so
+    the tests after this module see the process's handlers as they were.
+    """
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
              logging_level="warning", runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "3"}})
     yield
     ray.shutdown()
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
+    assert signal.getsignal(signal.SIGTERM) is handlers[signal.SIGTERM]
 
 
 STEPS = 900

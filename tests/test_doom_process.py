@@ -224,3 +224,18 @@ def test_engines_explorer_did_not_start_or_that_are_still_controlled_are_left_al
         orphan.kill()
         psutil.wait_procs([orphan], timeout=5)
         doom_process.reap_leftovers(min_age_s=0)  # the orphan's files
+
+
+def test_an_engine_whose_parent_cannot_be_read_is_judged_lost_only_when_init_adopted_it(monkeypatch, tmp_path):
+    """From a container or as another user, a live controller's maps cannot be read: that engine is not lost."""
+    class Engine:
+        def __init__(self, pid: int, ppid: int):
+            self.pid = pid
+            self.info = {"pid": pid, "ppid": ppid, "name": "vizdoom",
+                         "cmdline": ["vizdoom", "+viz_instance_id", f"instance{pid}"]}
+
+    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([Engine(101, 555), Engine(102, 1)]))
+    monkeypatch.setattr(doom_process, "_maps", lambda pid, path: None)
+    monkeypatch.setattr(doom_process, "_owner", lambda proc: None)
+    notes = doom_process.reap_leftovers(shm_dir=str(tmp_path))
+    assert [n for n in notes if "engine 102 has lost" in n] and not [n for n in notes if "101" in n]

@@ -172,3 +172,32 @@ def test_explore_resume_continues_where_it_stopped(tmp_path):
     assert load(run / "config.toml").run.steps == 200
     with pytest.raises(SystemExit):
         cli.main(["explore", "--resume"])
+
+
+def test_resumes_that_cannot_work_are_one_line_and_change_nothing(tmp_path, capsys):
+    small = ["--no-progress", "--set", "learner.warmup_steps=20", "--set", "learner.batch_size=8", "--set",
+             "learner.filters=[4]", "--set", "learner.hidden=16", "--set", "learner.feature=16"]
+
+    def files(run):
+        return {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+
+    assert cli.main(["explore", "--agent", "random", "--steps", "20", "--out", str(tmp_path / "baseline"), *small]) == 0
+    (baseline,) = (tmp_path / "baseline").iterdir()
+    before = files(baseline)
+    capsys.readouterr()
+    assert cli.main(["explore", "--resume", str(baseline), "--steps", "40", "--no-progress"]) == 1
+    assert capsys.readouterr().err == (f"explorer: --resume {baseline}: run.agent = 'random' keeps no checkpoint; "
+                                       "resume runs of the learning agent (run.agent = explorer). Nothing was changed\n")
+    assert files(baseline) == before
+
+    assert cli.main(["explore", "--steps", "30", "--out", str(tmp_path / "learning"), *small]) == 0
+    (run,) = (tmp_path / "learning").iterdir()
+    data = run / "checkpoints" / "learner-30.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:100])  # the only checkpoint, cut short
+    before = files(run)
+    capsys.readouterr()
+    assert cli.main(["explore", "--resume", str(run), "--steps", "60", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"explorer: no usable checkpoint in {run / 'checkpoints'}: learner-30 (learner-30 is damaged: ")
+    assert err.endswith("); nothing can be resumed from it; start a new run\n") and err.count("\n") == 1
+    assert files(run) == before

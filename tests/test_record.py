@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,22 +98,46 @@ def test_recorder_refuses_bad_input_and_existing_session(tmp_path):
     assert len(Session(tmp_path / "s")) == 1
 
 
-def test_writer_error_surfaces_on_next_add(tmp_path, monkeypatch):
+@pytest.mark.parametrize("whole_chunks", [0, 1])
+def test_writer_error_surfaces_on_next_add(tmp_path, monkeypatch, whole_chunks):
     import explorer.envs.recorder as record
 
-    def broken(*args, **kwargs):
-        raise OSError(28, "No space left on device")
+    written = []
 
-    monkeypatch.setattr(record, "write_chunk", broken)
+    def fills_up(*args, **kwargs):
+        if len(written) >= whole_chunks:
+            raise OSError(28, "No space left on device")
+        written.append(args)
+        write_chunk(*args, **kwargs)
+
+    write_chunk = record.write_chunk
+    monkeypatch.setattr(record, "write_chunk", fills_up)
     rec = Recorder(tmp_path / "s", {}, chunk_frames=2)
     with pytest.raises(RecorderError, match="No space left") as err:
         for i in range(200):
             rec.add(np.zeros((2, 2, 1), np.uint8), np.zeros(4), 0.0, i == 0, False)
             time.sleep(0.002)
     assert isinstance(err.value.__cause__, OSError)
-    with pytest.raises(RecorderError, match="No space left"):
+    with pytest.raises(RecorderError, match="^cannot write session .*: No space left on device; ") as err:
         rec.close()
-    assert Session(tmp_path / "s").status == "failed"
+    if whole_chunks:  # what was written before stays readable
+        assert "the 2 steps written before are kept" in str(err.value)
+        assert Session(tmp_path / "s").status == "failed" and len(Session(tmp_path / "s")) == 2
+    else:  # a session that never held a frame is not left half-made
+        assert "nothing was recorded, so the session folder is not kept" in str(err.value)
+        assert not (tmp_path / "s").exists()
+
+
+def test_a_full_disk_when_a_session_starts_leaves_nothing(tmp_path, monkeypatch):
+    import explorer.envs.recorder as record
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(record, "atomic_write", full)  # meta.json is the first file written whole
+    with pytest.raises(RecorderError, match=r"^cannot create the session .*/s: No space left on device; free space"):
+        Recorder(tmp_path / "s", {})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_add_is_cheap_on_the_calling_thread(tmp_path):
@@ -306,6 +331,26 @@ def test_loop_recorder_pairs_each_frame_with_the_action_taken_on_it(tmp_path):
 
 
 # ---------------------------------------------------------------- CLI pieces
+
+def test_record_of_a_black_screen_warns_early_then_stops_keeping_what_it_recorded(tmp_path, capsys):
+    from explorer.config import Config
+    from explorer.core import ExplorerError
+    from explorer.run.record import record_screen
+
+    config = Config().replace(**{"capture.fps": 100.0, "capture.blank_seconds": 2.0})
+    black = FakeScreen([np.zeros((8, 8, 1), np.uint8)])  # a black region, a minimised or DirectX window
+    with pytest.raises(ExplorerError) as err:
+        record_screen(config, tmp_path, seconds=60, hz=20, screen=black, chunk_frames=4)
+    assert re.fullmatch(r"explorer: warning: the captured frames have been uniform \(blank or black\) for 0\.\d s: is "
+                        r"the game window visible, not minimised and inside the capture region\? The run stops if "
+                        r"this lasts capture.blank_seconds = 2 s\n", capsys.readouterr().err)
+    (path,) = tmp_path.iterdir()
+    session = Session(path)
+    assert session.status == "complete" and session.steps > 10
+    assert str(err.value) == ("the captured frames have been uniform (blank or black) for 2 s: is the game window "
+                              f"visible, not minimised and inside the capture region? Recording stopped: kept session "
+                              f"{path}, with the {session.steps} frames recorded before")
+
 
 def test_record_screen_and_sessions_listing(tmp_path, capsys):
     from explorer import cli

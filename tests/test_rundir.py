@@ -100,7 +100,8 @@ def test_a_file_in_the_way_is_a_clear_error(tmp_path):
     (tmp_path / "taken").write_text("")
     with pytest.raises(rd.RunDirError, match=r"run directory .*taken is a file, not a folder"):
         rd.RunDir(tmp_path, "x", None, path=tmp_path / "taken")
-    with pytest.raises(rd.RunDirError, match=r"cannot create a run directory in .*taken: .*; choose another folder"):
+    with pytest.raises(rd.RunDirError, match=r"cannot create a run directory in .*taken: it is a file, not a folder; "
+                       r"choose another folder \(--out or run.dir\)$"):
         rd.RunDir(tmp_path / "taken", "x", Config())
 
 
@@ -137,3 +138,45 @@ def test_a_run_dropped_without_close_lets_go_of_its_lock(tmp_path):
     path = run.path
     del run
     rd.RunDir.reopen(path).close()
+
+
+def test_a_new_run_that_wrote_nothing_is_removed_and_one_that_did_stays(tmp_path):
+    with pytest.raises(RuntimeError, match="engine failed"), rd.RunDir(tmp_path, "failed", Config()) as failed:
+        (failed.path / "tb").mkdir()
+        (failed.path / "tb" / "events.out").write_bytes(b"header only")
+        (failed.path / "metrics.jsonl").touch()
+        raise RuntimeError("engine failed")
+    assert not failed.path.exists()
+    with rd.RunDir(tmp_path, "stopped", Config()) as stopped:  # stopped before its first step, no exception
+        pass
+    assert not stopped.path.exists()
+    with rd.RunDir(tmp_path, "logged", Config()) as logged:
+        logged.log({"step": 1})
+    assert (logged.path / "metrics.jsonl").is_file()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with rd.RunDir.reopen(kept):  # a run given by path (a resume) is never removed
+        pass
+    assert kept.is_dir()
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_new_run(tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(rd, "atomic_write", full)
+        with pytest.raises(rd.RunDirError) as err:
+            rd.RunDir(tmp_path, "explore", Config())
+    assert list(tmp_path.iterdir()) == [], "a run that could not write its config is not left behind"
+    assert str(err.value).startswith(f"cannot write {tmp_path}/") and str(err.value).endswith(
+        "-explore/config.toml: No space left on device; free space there, or choose another folder (--out or run.dir)")
+    with rd.RunDir(tmp_path, "explore", Config()) as run:
+        run.log({"step": 1})
+        monkeypatch.setattr(rd, "atomic_write", full)
+        with pytest.raises(rd.RunDirError, match=r"cannot write .*summary.json: No space left on device; the run stops"):
+            run.write_summary({"steps": 1})
+        monkeypatch.setattr(run._metrics, "write", full)
+        with pytest.raises(rd.RunDirError, match=r"cannot write .*metrics.jsonl: No space left on device; the run stops"):
+            run.log({"step": 2})
+    assert (run.path / "metrics.jsonl").read_text() == '{"step": 1}\n'  # what was written stays

@@ -156,7 +156,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     from explorer.run.explore import explore
 
     game_sets = [o for o in overrides if o.strip().startswith("game.")]
-    sets = [f"game.seed={seed}", f"run.seed={seed}", f"learner.seed={seed}", f"run.steps={steps}",
+    sets = [f"run.seed={seed}", f"run.steps={steps}",  # seeds the game, the learner and the novelty networks
             *MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
             f"run.log_every={max(steps // 20, 1)}"]
     agent = None

@@ -44,6 +44,8 @@ from explorer.files import atomic_write, fsync_dir
 class CheckpointError(ExplorerError):
     """A checkpoint is missing, damaged, cannot be written, or does not fit the agent."""
 
+    says_what_was_kept = True  # a failed save names the checkpoint kept; a failed restore comes before any run
+
 
 class PartDamaged(Exception):
     """A part's files are missing, truncated or unreadable: the checkpoint is skipped."""
@@ -188,6 +190,7 @@ class Checkpointer:
         self.keep = keep
         #: set when a save failed (a full disk): the run stops, and its way out does not try again
         self.failed = False
+        self._resumed_from: int | None = None  # the step restored, until a save has pruned what came after it
 
     # ------------------------------------------------------------ save
 
@@ -222,23 +225,27 @@ class Checkpointer:
             self.failed = True
             self._clean_failed(step)
             reason = getattr(err, "strerror", None) or _first_line(err)
+            latest = self.latest
+            kept = (f"The last checkpoint written, {latest}, is kept: explorer explore --resume "
+                    f"{self.directory.parent} continues from it" if latest is not None
+                    else "No checkpoint of this run was written before, so it cannot be resumed: start it again "
+                         "once there is space")
             raise CheckpointError(
                 f"could not write the checkpoint of step {step} in {self.directory}: {reason}. Each checkpoint holds "
-                f"the replay (up to learner.replay_mb MiB); free space there, or lower learner.replay_mb. The last "
-                f"checkpoint written, {self.latest or 'none'}, is kept: explorer explore --resume "
-                f"{self.directory.parent} continues from it") from err
+                f"the replay (up to learner.replay_mb MiB); free space there, or lower learner.replay_mb. "
+                f"{kept}") from err
         except BaseException:
             self.failed = True
             self._clean_failed(step)
             raise
         self._prune(step)
+        self._resumed_from = None
         return str(prefix)
 
     @property
     def latest(self) -> str | None:
         """Path prefix of the newest checkpoint with all its files present (not yet verified), or None."""
-        steps = self._complete_steps()
-        return str(self.directory / f"learner-{steps[-1]}") if steps else None
+        return latest_checkpoint(self.directory)
 
     def _clean_failed(self, step: int) -> None:
         shutil.rmtree(self.directory / f"state-{step}_temp", ignore_errors=True)
@@ -260,7 +267,11 @@ class Checkpointer:
         shutil.rmtree(self.directory / f"state-{step}", ignore_errors=True)
 
     def _prune(self, newest: int) -> None:
-        kept = [s for s in self._complete_steps() if s <= newest][-self.keep:]
+        # after a resume from step R, those after R (skipped as damaged, or of the history the resume
+        # left) are not this run's: the new one and those up to R are kept
+        ours = [s for s in self._complete_steps()
+                if s <= newest and (self._resumed_from is None or s <= self._resumed_from or s == newest)]
+        kept = ours[-self.keep:]
         for step in self._steps_on_disk():
             if step not in kept:
                 self._remove_step(step)
@@ -272,30 +283,13 @@ class Checkpointer:
     # ------------------------------------------------------------ what is on disk
 
     def _tf_files(self, step: int) -> list[Path]:
-        if not self.directory.is_dir():
-            return []
-        return [p for p in self.directory.glob(f"learner-{step}.*")
-                if (m := _FILE.fullmatch(p.name)) and int(m.group(1)) == step]
+        return _tf_files(self.directory, step)
 
     def _steps_on_disk(self) -> list[int]:
-        """Agent steps with any checkpoint file or state folder, oldest first."""
-        steps = set()
-        if self.directory.is_dir():
-            for path in self.directory.iterdir():
-                m = _FILE.fullmatch(path.name) or _STATE.fullmatch(path.name)
-                if m:
-                    steps.add(int(m.group(1)))
-        return sorted(steps)
+        return _steps_on_disk(self.directory)
 
     def _complete_steps(self) -> list[int]:
-        """Agent steps whose index, data and state folder are all present, oldest first."""
-        out = []
-        for step in self._steps_on_disk():
-            names = {p.name for p in self._tf_files(step)}
-            if (f"learner-{step}.index" in names and any(".data-" in n for n in names)
-                    and (self.directory / f"state-{step}").is_dir()):
-                out.append(step)
-        return out
+        return _complete_steps(self.directory)
 
     # ------------------------------------------------------------ restore
 
@@ -328,6 +322,7 @@ class Checkpointer:
                     skipped.append((step, str(err)))
                     continue
                 self._apply(step, commits)
+                self._resumed_from = step
                 return step
         finally:
             if skipped and len(skipped) < len(candidates):  # one line, whatever happens next
@@ -409,6 +404,45 @@ class Checkpointer:
             f"checkpoint {prefix} does not fit this agent: its network sizes or its observations (frame size, "
             f"colour or grey, stack) differ from the settings now in use; to continue that run, load the settings "
             f"it was trained with: --config {settings}. ({why})")
+
+
+# ---------------------------------------------------------------- what is on disk
+
+def latest_checkpoint(directory: str | Path) -> str | None:
+    """Path prefix (``<directory>/learner-N``) of the newest checkpoint with all its files present, or None.
+
+    The files are not read: :meth:`Checkpointer.restore` verifies them.
+    """
+    steps = _complete_steps(Path(directory))
+    return str(Path(directory) / f"learner-{steps[-1]}") if steps else None
+
+
+def _tf_files(directory: Path, step: int) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return [p for p in directory.glob(f"learner-{step}.*") if (m := _FILE.fullmatch(p.name)) and int(m.group(1)) == step]
+
+
+def _steps_on_disk(directory: Path) -> list[int]:
+    """Agent steps with any checkpoint file or state folder, oldest first."""
+    steps = set()
+    if directory.is_dir():
+        for path in directory.iterdir():
+            m = _FILE.fullmatch(path.name) or _STATE.fullmatch(path.name)
+            if m:
+                steps.add(int(m.group(1)))
+    return sorted(steps)
+
+
+def _complete_steps(directory: Path) -> list[int]:
+    """Agent steps whose index, data and state folder are all present, oldest first."""
+    out = []
+    for step in _steps_on_disk(directory):
+        names = {p.name for p in _tf_files(directory, step)}
+        if (f"learner-{step}.index" in names and any(".data-" in n for n in names)
+                and (directory / f"state-{step}").is_dir()):
+            out.append(step)
+    return out
 
 
 # ---------------------------------------------------------------- helpers

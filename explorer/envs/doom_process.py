@@ -153,7 +153,10 @@ def reap_leftovers(shm_dir: str = "/dev/shm", min_age_s: float = 1.0) -> list[st
         ident = _instance_id(proc.info["cmdline"] or [])
         if ident is None:
             continue
-        if proc.info["name"] == "vizdoom" and not _maps(proc.info["ppid"], f"{shm_dir}/ViZDoomMQCtr{ident}"):
+        maps = _maps(proc.info["ppid"], f"{shm_dir}/ViZDoomMQCtr{ident}")
+        # a parent whose maps cannot be read (another user's, seen from a container) is judged lost only
+        # when it is init, which adopts orphans
+        if proc.info["name"] == "vizdoom" and (maps is False or (maps is None and proc.info["ppid"] == 1)):
             owner = _owner(proc)
             if owner is None:
                 notes.append(f"ViZDoom engine {proc.pid} has lost the process that controlled it; explorer did not "
@@ -172,12 +175,12 @@ def reap_leftovers(shm_dir: str = "/dev/shm", min_age_s: float = 1.0) -> list[st
     return notes
 
 
-def _maps(pid: int, path: str) -> bool:
-    """Whether process ``pid`` has the file at ``path`` mapped (False when it cannot be read)."""
+def _maps(pid: int, path: str) -> bool | None:
+    """Whether process ``pid`` has the file at ``path`` mapped; None when its maps cannot be read."""
     try:
         return path.encode() in Path(f"/proc/{pid}/maps").read_bytes()
     except OSError:
-        return False
+        return None
 
 
 def _instance_id(cmdline: list[str]) -> str | None:

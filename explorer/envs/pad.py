@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from explorer.config import PadConfig
-from explorer.core import NEUTRAL, ExplorerError, clamp
+from explorer.core import NEUTRAL, ExplorerError, Terminated, clamp
 
 
 class PadError(ExplorerError):
@@ -129,10 +129,6 @@ def make_pad(config: PadConfig, dry_run: bool = False) -> Pad:
     return VGamepadPad(config)
 
 
-class _Terminate(BaseException):
-    """Raised in the main thread on SIGTERM so that ``finally`` blocks run."""
-
-
 class HasNeutral(Protocol):
     def neutral(self) -> None: ...
 
@@ -141,26 +137,30 @@ class HasNeutral(Protocol):
 def neutral_on_exit(pad: HasNeutral) -> Iterator[HasNeutral]:
     """Centre the pad (or an env holding one) however the block ends: normally, by exception, Ctrl-C or SIGTERM.
 
-    SIGTERM is turned into an exception for the duration (main thread only), so
-    the block unwinds and the pad is centred before the process exits with 143.
+    Where nothing else handles SIGTERM (a mode's own stop handler does), it is
+    turned into an exception for the duration (main thread only), so the block
+    unwinds and the pad is centred before the process exits with 143.
     """
-    previous = None
     in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
+    previous = signal.getsignal(signal.SIGTERM) if in_main else None
+    own = in_main and previous in (signal.SIG_DFL, None)
+    if own:
         def on_term(signum: int, frame: Any) -> None:
-            raise _Terminate()
-        previous = signal.signal(signal.SIGTERM, on_term)
+            raise Terminated(signum)
+        signal.signal(signal.SIGTERM, on_term)
     try:
         yield pad
-    except _Terminate:
+    except Terminated as err:
+        if not own:
+            raise
         pad.neutral()
-        raise SystemExit(128 + signal.SIGTERM) from None
+        raise SystemExit(128 + err.signum) from None
     finally:
         try:
             pad.neutral()
         finally:
-            if in_main:
-                signal.signal(signal.SIGTERM, previous)
+            if own:
+                signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 class Watchdog:

@@ -20,10 +20,12 @@ This module does not import TensorFlow, so a recorder is cheap to start.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import platform
 import queue
+import shutil
 import sys
 import threading
 import time
@@ -35,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from explorer.core import ExplorerError
-from explorer.files import atomic_write, fsync_dir
+from explorer.files import atomic_write, fsync_dir, remedy
 
 FORMAT = "explorer-session"
 VERSION = 1
@@ -43,6 +45,10 @@ META = "meta.json"
 STEPS = "steps.jsonl"
 JOURNAL = "journal.jsonl"
 CHUNKS = "chunks"
+
+
+#: where a session can go instead, in messages
+ELSEWHERE = "record elsewhere (--out, --record or record.dir)"
 
 
 class RecorderError(ExplorerError):
@@ -152,12 +158,6 @@ class Recorder:
         self.level = level
         if (self.path / META).exists():
             raise RecorderError(f"{self.path} already holds a session ({META} exists); record into a new directory")
-        try:
-            (self.path / CHUNKS).mkdir(parents=True, exist_ok=True)
-            self._journal = open(self.path / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115 (closed by the writer)
-            self._log = open(self.path / STEPS, "w", encoding="utf-8")  # noqa: SIM115 (closed by the writer)
-        except OSError as err:
-            raise RecorderError(f"cannot create the session directory {self.path}: {err}") from err
         self.meta: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "status": "recording", "chunk_frames": self.chunk_frames,
             "frame_shape": None, "created_wall": time.time(), "created_monotonic": time.monotonic(),
@@ -167,7 +167,19 @@ class Recorder:
             json.dumps(self.meta)
         except TypeError as err:
             raise RecorderError(f"session meta must be JSON-serialisable: {err}") from err
-        self._write_meta()
+        self._created = not self.path.exists()
+        try:
+            (self.path / CHUNKS).mkdir(parents=True, exist_ok=True)
+            self._journal = open(self.path / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115 (closed by the writer)
+            self._log = open(self.path / STEPS, "w", encoding="utf-8")  # noqa: SIM115 (closed by the writer)
+            self._write_meta()
+        except OSError as err:
+            for name in ("_journal", "_log"):
+                with contextlib.suppress(AttributeError, OSError):
+                    getattr(self, name).close()
+            self._remove_unused()
+            raise RecorderError(f"cannot create the session {self.path}: {err.strerror or err}; "
+                                f"{remedy(err, ELSEWHERE)}") from None
         self.steps = 0  # steps taken by add()
         self.episodes = 0
         self.committed = 0  # steps whose frames and log lines are on disk
@@ -273,8 +285,20 @@ class Recorder:
         except OSError as err:
             if self._error is None:
                 self._error = err
+        if self._error is not None and self.committed == 0:
+            self._remove_unused()  # a session that failed before its first chunk holds nothing: no half of one is left
         self._raise_error()
         return self.meta
+
+    def _remove_unused(self) -> None:
+        """Remove what this recorder made (all of it, if it made the folder) when it recorded no frame."""
+        with contextlib.suppress(OSError):
+            if self._created:
+                shutil.rmtree(self.path)
+            else:
+                for name in (META, STEPS, JOURNAL):
+                    (self.path / name).unlink(missing_ok=True)
+                shutil.rmtree(self.path / CHUNKS, ignore_errors=True)
 
     def __enter__(self) -> Recorder:
         return self
@@ -296,8 +320,15 @@ class Recorder:
         return self.steps - self.committed
 
     def _raise_error(self) -> None:
-        if self._error is not None:
-            raise RecorderError(f"session writer for {self.path} failed: {type(self._error).__name__}: {self._error}") from self._error
+        err = self._error
+        if err is None:
+            return
+        if isinstance(err, OSError):  # a full disk, a folder gone
+            kept = (f"the {self.committed} steps written before are kept" if self.committed
+                    else "nothing was recorded, so the session folder is not kept")
+            raise RecorderError(f"cannot write session {self.path}: {err.strerror or err}; {kept}; "
+                                f"{remedy(err, ELSEWHERE)}") from err
+        raise RecorderError(f"session writer for {self.path} failed: {type(err).__name__}: {err}") from err
 
     def _check(self) -> None:
         self._raise_error()
@@ -348,8 +379,11 @@ class Recorder:
             self._error = err
             self._drain()
         finally:
-            self._journal.close()
-            self._log.close()
+            for f in (self._journal, self._log):
+                try:
+                    f.close()
+                except OSError as err:  # a full disk: what could not be flushed is counted by the journal
+                    self._error = self._error or err
 
     def _commit(self, frames: list[np.ndarray], lines: list[str]) -> None:
         start = self.committed

@@ -559,6 +559,12 @@ class CaptureThread:
         elif now - self._blank_since >= self.blank_s:
             self.blank = True
 
+    @property
+    def blank_for(self) -> float:
+        """Seconds the newest frames have been uniform (blank or black); 0 when the newest is not."""
+        since = self._blank_since
+        return time.monotonic() - since if since is not None and self._uniform else 0.0
+
     def check(self) -> None:
         """Raise in the caller's thread what went wrong in the capture thread."""
         if self.error is not None:

@@ -169,6 +169,9 @@ def load_chunk(path: Path, start: int, rows: int | None = None, shape: Sequence[
         holds other steps or another frame shape than expected.
     """
     try:
+        with open(path, "rb") as f:  # numpy takes anything else for a pickle, and says so misleadingly
+            if f.read(4) != b"PK\x03\x04":
+                raise _bad(path, "truncated or corrupt chunk (not an .npz archive: empty, cut short or overwritten)")
         with np.load(path, allow_pickle=False) as z:
             if set(z.files) != {"frames", "start"}:
                 raise _bad(path, f"not a session chunk (holds {sorted(z.files)}, expected frames and start)")

@@ -33,11 +33,12 @@ start another one), and the engine process is tied to this one (see
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,7 +227,7 @@ class DoomGame:
         c = self.config
         if c.realtime:
             return
-        with self._lock:
+        with self._lock, _engine_errors():
             self.game.make_action(self._buttons(), c.frame_skip)
             self.episode_step += 1
             self.total_steps += 1
@@ -240,7 +241,7 @@ class DoomGame:
 
     def new_episode(self) -> None:
         """Start the next episode (the first one starts with the game)."""
-        with self._lock:
+        with self._lock, _engine_errors():
             self.game.new_episode()
             self.episode += 1
             self.episode_step = 0
@@ -423,6 +424,18 @@ def _check_map(game: Any, config: GameConfig, package_dir: str) -> None:
     where = " + ".join(w.path.name for w in wads)
     key = f"game.map = {config.map!r}" if config.map else f"the scenario's map {name}"
     raise GameError(f"{key} is not in {where}; its maps: {', '.join(maps) or 'none'}")
+
+
+@contextlib.contextmanager
+def _engine_errors() -> Iterator[None]:
+    """ViZDoom's own exceptions (an engine killed, out of memory or crashed) as one-line :class:`GameError`."""
+    try:
+        yield
+    except Exception as err:
+        if not type(err).__module__.startswith("vizdoom"):
+            raise
+        raise GameError(f"the ViZDoom engine stopped during the run ({type(err).__name__}: {err}): it was killed, ran "
+                        "out of memory or crashed; the run stops") from err
 
 
 def _start(game: Any, package_dir: str) -> None:

@@ -27,7 +27,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
@@ -133,6 +135,15 @@ class Cluster:
     already connected by the caller."""
 
     def __init__(self, config: Config):
+        # ray.init installs its own SIGTERM/SIGINT handlers (SIGTERM -> sys.exit): keep explorer's, which stop
+        # the run at a step and say what was kept, and give them back when Ray disconnects.
+        self._handlers = _signal_handlers()
+        try:
+            self._connect(config)
+        finally:
+            _restore(self._handlers)
+
+    def _connect(self, config: Config) -> None:
         run = config.run
         self.need_cpus = run.workers * run.worker_cpus + 1
         self.address = run.address or os.environ.get("RAY_ADDRESS", "")
@@ -180,6 +191,23 @@ class Cluster:
     def close(self) -> None:
         if self.owned and ray.is_initialized():
             ray.shutdown()
+        _restore(self._handlers)
+
+
+_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """The handlers of the signals Ray takes over, where this thread may read them (the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {int(s): signal.getsignal(s) for s in (getattr(signal, n, None) for n in _SIGNALS) if s is not None}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 def _object_store_bytes(config: Config) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from explorer.agent.threaded import LockstepLearner
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
-from explorer.run.driver import Driver, Transition
+from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
 from explorer.run.observers import (
     Coverage,
     InlineTrainer,
@@ -25,6 +25,7 @@ from explorer.run.observers import (
     open_recorder,
 )
 from explorer.run.rundir import RunDir
+from explorer.run.safety import Kept, SignalStop, stop_on_signals
 
 
 def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
@@ -47,17 +48,16 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         require_ray(config.run.workers)
     configure_threads(config.run.threads)
     seed_everything(config.run.seed, eager=config.run.eager)
-    # A resume changes nothing in the run until its checkpoint has been restored (then the config is committed).
-    run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
-    try:
-        if config.run.workers > 1:
-            from explorer.run.distributed import explore_workers
-            summary = explore_workers(config, run, progress, run_path, on_report)
-        else:
-            summary = _explore(config, run, progress, run_path, actor)
-    finally:
-        run.close()
-    return summary
+    controls, kept = Controls(), Kept()
+    with stop_on_signals(controls, kept) as signals:  # Ctrl-C and SIGTERM end the run at a step, keeping what it did
+        # A resume changes nothing in the run until its first step (then its config is committed).
+        run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
+        kept.run_dir = run.path
+        with kept.on_error("continue with: explorer explore --resume {run_dir}"), run:  # errors say what was kept
+            if config.run.workers > 1:
+                from explorer.run.distributed import explore_workers
+                return explore_workers(config, run, progress, run_path, on_report)
+            return _explore(config, run, progress, run_path, actor, signals, kept)
 
 
 def require_ray(workers: int) -> None:
@@ -69,13 +69,17 @@ def require_ray(workers: int) -> None:
                             f"pip install -e '.[ray]' (or pip install 'ray>=2.10'), or use run.workers = 1") from None
 
 
-def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None) -> dict[str, Any]:
+def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None,
+             signals: SignalStop, kept: Kept) -> dict[str, Any]:
     from tqdm import tqdm
 
     from explorer.envs import make_env
     from explorer.run.builder import build_agent, build_baseline
     from explorer.run.plots import plot_trajectory
 
+    if run_path is not None and (actor is not None or config.run.agent != "explorer"):
+        raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
+                            "resume runs of the learning agent (run.agent = explorer). Nothing was changed")
     with ExitStack() as stack:
         env = make_env(config)
         stack.callback(env.close)
@@ -87,11 +91,11 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             else:
                 actor = build_baseline(config)
         checkpointer = agent.checkpointer(run.path / "checkpoints") if agent is not None else None
+        if checkpointer is not None:
+            kept.checkpoints = checkpointer.directory
         start = 0
         if run_path is not None:
-            if agent is None or checkpointer is None:
-                raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
-                                    "resume runs of the learning agent (run.agent = explorer)")
+            assert agent is not None and checkpointer is not None  # checked above
             checkpointer.restore()
             agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
             agent.actor.set_weights(agent.learner.get_weights())
@@ -99,13 +103,14 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
             if start >= config.run.steps:
                 raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
                                     f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
-            run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
 
-        driver = Driver(env, actor)
+        driver = Driver(env, actor, signals.controls)
         done = [start]  # agent steps so far, over all resumptions
 
         def count(t: Transition) -> None:
+            if run_path is not None and done[0] == start:
+                run.commit_config(config)  # the resume goes on: its settings become the run's
             done[0] = start + t.index
 
         driver.on_step(count)
@@ -123,7 +128,8 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
                 if every and done[0] % every == 0:
                     if lockstep is not None:
                         lockstep.drain()  # the checkpoint holds settled weights
-                    checkpointer.save(done[0])
+                    with signals.held():
+                        checkpointer.save(done[0])
 
             driver.on_step(save)
         coverage = Coverage(lambda s: s.info["position"])
@@ -138,16 +144,22 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         recorder = open_recorder(config, run.path, source="game", name=f"{run.path.name}-from-{start}" if start else None,
                                  decisions=(lambda: agent.actor.started) if agent is not None else None)
         if recorder is not None:
+            kept.session = recorder.path
             stack.callback(recorder.close)
             recorder.attach(driver)
 
-        def final_checkpoint() -> None:
-            if lockstep is not None and lockstep.error is None:
+        def final_checkpoint(kind: Any, err: BaseException | None, tb: Any) -> None:
+            # on every way out, Ctrl-C included; not again after a failed one, and not of weights that
+            # produced non-finite sticks (the checkpoint before them stays the newest)
+            if lockstep is not None and lockstep.error is None and not isinstance(err, NonFiniteAction):
                 lockstep.drain()
-            if checkpointer is not None and done[0] > start and not checkpointer.failed:
-                checkpointer.save(done[0])  # on every way out, Ctrl-C included (not again after a failed one)
+            if (checkpointer is not None and done[0] > start and not checkpointer.failed
+                    and not isinstance(err, NonFiniteAction)):
+                with signals.held():
+                    checkpointer.save(done[0])
 
-        stack.callback(final_checkpoint)  # runs before the env closes and the run directory is released
+        stack.push(final_checkpoint)  # runs before the env closes and the run directory is released
+        kept.started = True
         stats = driver.run(max_steps=max(config.run.steps - start, 0))
 
     cov = coverage.coverage
@@ -156,20 +168,25 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         partial = cov.per_episode.pop()
     else:
         partial = 0
+    # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
+    written = stats.steps > 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
                               title=f"{config.game.map or config.game.scenario}, agent={config.run.agent}, "
-                                    f"{stats.steps} steps")
+                                    f"{stats.steps} steps") if written else None
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
         "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
         "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells),
-        "trajectory_png": str(picture), "loop": stats.summary(),
+        "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
         "checkpoint": checkpointer.latest if checkpointer is not None else None,
         "updates": int(agent.learner.updates.numpy()) if agent is not None else 0,
+        "stopped_by": stats.stopped_by,
+        "kept": str(kept) if written else f"{run.path} is as it was" if run_path is not None else "nothing was kept",
     }
-    run.write_summary(summary)
+    if written:
+        run.write_summary(summary)
     return summary
 
 

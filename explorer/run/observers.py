@@ -6,6 +6,7 @@ object itself is the ``on_step`` callback.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,46 @@ class MetricsLog:
         self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
 
 
+class BlankWarning:
+    """One line on stderr once the captured frames have been uniform for ``after_s``: a black or uniform
+    region, a minimised window or a game that grabs black is said at once, before ``capture.blank_seconds``
+    of it stops the run. It warns again after the picture has come back and gone again.
+
+    Args:
+      capture: the live env's capture thread (its ``blank_for``, seconds).
+      after_s: seconds of uniform frames before the warning.
+      stop_s: ``capture.blank_seconds``, named in the warning.
+      hint: what else to check (the capture backend's known blind spots).
+      out: where the line goes.
+    """
+
+    def __init__(self, capture: Any, after_s: float, stop_s: float, hint: str = "", out: Any = None):
+        self.capture = capture
+        self.after_s = after_s
+        self.stop_s = stop_s
+        self.hint = hint
+        self.out = out
+        self.warned = False
+
+    def __call__(self, t: Transition) -> None:
+        blank_for = self.capture.blank_for
+        if not blank_for:
+            self.warned = False
+        elif blank_for >= self.after_s and not self.warned:
+            self.warned = True
+            print(f"explorer: warning: the captured frames have been uniform (blank or black) for {blank_for:.1f} s: "
+                  f"is the game window visible, not minimised and inside the capture region?"
+                  + (f" {self.hint}." if self.hint else "")
+                  + f" The run stops if this lasts capture.blank_seconds = {self.stop_s:g} s",
+                  file=self.out or sys.stderr, flush=True)
+
+
+def blank_warning(env: Any, config: Config) -> BlankWarning:
+    """The :class:`BlankWarning` of a live env: after a third of ``capture.blank_seconds`` (at most 1 s)."""
+    blank_s = config.capture.blank_seconds
+    return BlankWarning(env.capture, min(1.0, blank_s / 3), blank_s, getattr(env.screen, "blank_hint", ""))
+
+
 class SessionRecorder:
     """Records the run as a session: each episode's first frame, then every step's action and frame.
 
@@ -160,6 +201,11 @@ class SessionRecorder:
     def _step(self, t: Transition) -> None:
         self.recorder.step(t.action, t.metrics.get("novelty"), t.next_step.obs[-1].numpy(), t.next_step.last,
                            t.next_step.t, decision=self.decisions() if t.action is not None else None)
+
+    @property
+    def frames(self) -> int:
+        """Frames on disk so far."""
+        return int(self.recorder.recorder.committed)
 
     def close(self) -> dict[str, Any]:
         return self.recorder.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from explorer.config import Config
 from explorer.core import Actor
 from explorer.envs.pad import Pad
 from explorer.envs.screen import screen_region
-from explorer.run.driver import Controls, Driver, Transition
-from explorer.run.observers import Coverage, open_recorder
+from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
+from explorer.run.observers import Coverage, blank_warning, open_recorder
 from explorer.run.rundir import RunDir
+from explorer.run.safety import Hotkeys, Kept, SignalStop, countdown, stop_on_signals
 
 
 def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls: Controls | None = None,
@@ -46,13 +48,16 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     from explorer.envs.pad import make_pad
     from explorer.envs.screen import focus_check, make_screen
     from explorer.run.builder import build_agent, configure_threads, seed_everything
-    from explorer.run.safety import Hotkeys, countdown
 
     configure_threads(config.run.threads)
     seed_everything(config.run.seed)
-    game = None
-    checks: list[Any] = []
-    with ExitStack() as stack:
+    controls = controls or Controls()
+    kept = Kept()
+    # Ctrl-C and SIGTERM end the run at a tick, with the pad neutral, keeping what it learned
+    with (stop_on_signals(controls, kept) as signals, kept.on_error("play on from it with --resume {run_dir}"),
+          ExitStack() as stack):
+        game = None
+        checks: list[Any] = []
         if with_game:
             from explorer.envs import make_game
             from explorer.envs.vizdoom import DoomPad
@@ -63,26 +68,28 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             if pad is None and not dry_run:
                 pad = DoomPad(game)
         screen = screen if screen is not None else make_screen(config.capture, config.observation)
-        run = RunDir(config.run.dir, "play", config)
-        stack.callback(run.close)
+        run = stack.enter_context(RunDir(config.run.dir, "play", config))
+        kept.run_dir = run.path
         agent = None
         threaded = None
+        keep: Callable[[], str | None] = lambda: None  # noqa: E731
         if actor is None:
             from explorer.agent.threaded import ThreadedLearner
 
             agent = build_agent(config, tuple(screen.shape), acting_copy=True)
             actor = learning = agent.actor
             checkpointer = agent.checkpointer(run.path / "checkpoints")
+            kept.checkpoints = checkpointer.directory
             if resume is not None:
                 agent.checkpointer(Path(resume) / "checkpoints").restore()
                 learning.new_episode = True  # whatever the game is doing now, it is not where that run stopped
                 learning.set_weights(agent.learner.get_weights())
             threaded = ThreadedLearner(agent.learner, config.learner,
                                        ready=lambda: learning.steps >= config.learner.warmup_steps)
+            keep = _keep_what_was_learned(threaded, checkpointer, learning, signals)
             # Registered before the env, so the env (and its pad) closes first, on every way out.
-            stack.callback(_keep_what_was_learned(threaded, checkpointer, learning))
+            stack.push(_unless_diverged(keep))
         pad = pad if pad is not None else make_pad(config.pad, dry_run=dry_run)
-        controls = controls or Controls()
         env = LiveEnv(screen, pad, stack=config.observation.stack, ring_capacity=config.ring.capacity,
                       capture_fps=config.capture.fps, hz=config.control.hz, blank_s=config.capture.blank_seconds,
                       stall_s=config.capture.stall_seconds, watchdog_s=config.control.watchdog_ticks / config.control.hz,
@@ -93,6 +100,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         if threaded is not None:
             live_learner, acting = threaded.start(), actor
             driver.before_act(lambda: live_learner.sync(acting))
+        driver.on_step(blank_warning(env, config))
         hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
         stack.callback(hotkeys.stop)
         if not hotkeys.available:
@@ -106,6 +114,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         recorder = open_recorder(config, run.path, source="game" if game is not None else "screen",
                                  decisions=(lambda: agent.actor.started) if agent is not None else None, region=region)
         if recorder is not None:
+            kept.session = recorder.path
             stack.callback(recorder.close)
             recorder.attach(driver)
         if threaded is not None:
@@ -116,30 +125,50 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
 
             driver.on_step(learner_metrics)
         wait = config.control.countdown_s if countdown_s is None else countdown_s
-        if not countdown(wait, controls):
-            raise KeyboardInterrupt
+        countdown(wait, controls)  # a stop meanwhile ends the run before its first tick
+        kept.started = True
         stats = driver.run(max_seconds=config.control.max_seconds or None)
+        checkpoint = keep()  # the learner stopped and its checkpoint written, before the summary names it
         summary: dict[str, Any] = {
             "run_dir": str(run.path), "dry_run": dry_run, "capture_fps": env.capture.achieved_fps(),
             "region": region, "loop": stats.summary(),
-            "finished": time.time(), "session": str(recorder.path) if recorder is not None else None}
+            "finished": time.time(), "session": str(recorder.path) if recorder is not None else None,
+            "checkpoint": checkpoint, "stopped_by": stats.stopped_by,
+            # stopped before its first tick, the run directory holds nothing and goes
+            "kept": str(kept) if stats.steps else str(Kept(session=kept.session))}
         if threaded is not None:
             summary["learner"] = threaded.stats()
         if game is not None and coverage is not None:
             path = np.asarray(coverage.coverage.path)
             summary["game"] = {"tics": game.tics, "distinct_cells": len(coverage.coverage.all_cells),
                                "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
-        run.write_summary(summary)
+        if stats.steps:
+            run.write_summary(summary)
     return summary
 
 
-def _keep_what_was_learned(threaded: Any, checkpointer: Any, actor: Any) -> Any:
-    def keep() -> None:
-        # Registered after the env, so it runs before the env closes, on every way out.
-        threaded.stop()
-        if actor.steps:
-            checkpointer.save(actor.steps)
+def _keep_what_was_learned(threaded: Any, checkpointer: Any, actor: Any, signals: SignalStop) -> Callable[[], str | None]:
+    """``keep()`` stops the learner thread and checkpoints what it learned (once); returns the checkpoint."""
+    done: list[str | None] = []
+
+    def keep() -> str | None:
+        if not done:
+            done.append(None)
+            threaded.stop()
+            if actor.steps and not checkpointer.failed:
+                with signals.held():
+                    done[0] = checkpointer.save(actor.steps)
+        return done[0]
     return keep
+
+
+def _unless_diverged(keep: Callable[[], object]) -> Callable[[Any, BaseException | None, Any], None]:
+    """An exit callback that keeps what was learned, unless the policy produced non-finite sticks (then the
+    checkpoint before stays the newest)."""
+    def on_exit(kind: Any, err: BaseException | None, tb: Any) -> None:
+        if not isinstance(err, NonFiniteAction):
+            keep()
+    return on_exit
 
 
 def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:

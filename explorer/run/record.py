@@ -8,46 +8,25 @@ one episode.
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from explorer.agent.actor import NoActor
 from explorer.config import Config
+from explorer.core import ExplorerError
 from explorer.envs.screen import screen_region
 from explorer.envs.session import Session
 from explorer.run.driver import Controls, Driver
-from explorer.run.observers import SessionRecorder
+from explorer.run.observers import SessionRecorder, blank_warning
 from explorer.run.rundir import timestamped_path
+from explorer.run.safety import Kept, join_sentences, stop_on_signals
 
 
 def new_session_path(parent: str | Path, name: str) -> Path:
     """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists."""
     return timestamped_path(parent, name)
-
-
-@contextmanager
-def stop_on_signals(controls: Controls) -> Iterator[None]:
-    """Ctrl-C and SIGTERM request a stop (so the session closes cleanly) instead of raising mid-write."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-
-    def handler(signum: int, frame: Any) -> None:
-        controls.request_stop("stop")
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def record_screen(config: Config, out: str | Path, seconds: float | None = None, hz: float | None = None,
@@ -88,22 +67,38 @@ def record_screen(config: Config, out: str | Path, seconds: float | None = None,
             controls.request_stop("stop")
 
         threading.Thread(target=forward, name="record-stop", daemon=True).start()
-    env = LiveEnv(screen, NullPad(), stack=1, ring_capacity=max(config.ring.capacity, 2), capture_fps=config.capture.fps,
-                  hz=hz, blank_s=config.capture.blank_seconds, stall_s=config.capture.stall_seconds, stop=controls.stop)
-    recorder = SessionRecorder(path, meta, chunk_frames, decisions=lambda: None)
-    if announce:
-        print(f"recording {path} at {hz:g} Hz; Ctrl-C stops", file=sys.stderr)
-    driver = Driver(env, NoActor(), controls)
-    recorder.attach(driver)
-    try:
-        with stop_on_signals(controls):
-            stats = driver.run(max_seconds=seconds)
-    finally:
+    kept = Kept(session=path)
+    # Ctrl-C and SIGTERM end the recording (its documented way to stop) with the session whole
+    with stop_on_signals(controls, kept, announce=False) as signals:
+        env = LiveEnv(screen, NullPad(), stack=1, ring_capacity=max(config.ring.capacity, 2),
+                      capture_fps=config.capture.fps, hz=hz, blank_s=config.capture.blank_seconds,
+                      stall_s=config.capture.stall_seconds, stop=controls.stop)
         try:
-            recorder.close()
-        finally:
+            recorder = SessionRecorder(path, meta, chunk_frames, decisions=lambda: None)
+        except BaseException:
             env.close()
             screen.close()
+            raise
+        if announce:
+            print(f"recording {path} at {hz:g} Hz; Ctrl-C stops", file=sys.stderr)
+        driver = Driver(env, NoActor(), controls)
+        recorder.attach(driver)
+        driver.on_step(blank_warning(env, config))
+        failure: ExplorerError | None = None
+        try:
+            stats = driver.run(max_seconds=seconds)
+        except ExplorerError as err:  # the capture stopped (blank, window closed, stalled): keep what was recorded
+            failure = err
+        finally:
+            with signals.held():
+                try:
+                    recorder.close()
+                finally:
+                    env.close()
+                    screen.close()
+        if failure is not None:
+            raise ExplorerError(join_sentences(str(failure), f"recording stopped: {kept}, with the "
+                                                             f"{recorder.frames} frames recorded before")) from None
     session = Session(path)
     health = session.health()
     return {"path": str(path), "steps": session.steps, "duration_s": session.duration_s,

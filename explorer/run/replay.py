@@ -14,6 +14,7 @@ Both run the driver on a :class:`~explorer.envs.session.SessionEnv`:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,12 +23,15 @@ from typing import Any
 import numpy as np
 
 from explorer.agent.actor import LearningActor, RecordedActor
+from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
 from explorer.config import Config, check_replay
-from explorer.core import AXES, Step
+from explorer.core import AXES, Step, Stopped
 from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
-from explorer.run.driver import Driver, Transition
+from explorer.files import atomic_save, atomic_write
+from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import InlineTrainer
 from explorer.run.plots import plot_actions, plot_history, plot_novelty
+from explorer.run.safety import Kept, SignalStop, signal_number, stop_on_signals
 
 
 def _needs_actions(sessions: Sequence[Session]) -> None:
@@ -63,11 +67,13 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
       agent: the learning agent to train (:func:`explorer.run.builder.build_agent`; default: a new one).
 
     Returns:
-      A summary: ``transitions``, ``updates`` (transitions that trained), ``seconds``, ``checkpoint``, ``plot``, ``tensorboard``.
-    """
-    import tensorflow as tf
-    from tqdm import tqdm
+      A summary: ``transitions``, ``updates`` (transitions that trained), ``seconds``, ``checkpoint``, ``plot``,
+      ``tensorboard``, ``stopped_by`` (``end of data``, ``steps``, or the signal that stopped it) and ``kept``.
 
+    Raises:
+      SessionError: a session is damaged; what was trained before the damage is checkpointed first,
+        and the message names the checkpoint.
+    """
     from explorer.run.builder import build_agent
 
     sessions = open_sessions(sessions)
@@ -76,7 +82,18 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
     check_replay(frames, config.observation.stack, config.learner)  # the frames come from the sessions
     run_path = Path(run_path)
     run_path.mkdir(parents=True, exist_ok=True)
-    agent = agent or build_agent(config, frames)
+    kept = Kept(run_dir=run_path, checkpoints=run_path / "checkpoints")
+    with stop_on_signals(Controls(), kept) as signals:  # Ctrl-C and SIGTERM stop at a transition, keeping what it learned
+        return _replay_train(config, sessions, run_path, epochs, max_steps, checkpoint_every, progress, log,
+                             agent or build_agent(config, frames), signals, kept)
+
+
+def _replay_train(config: Config, sessions: list[Session], run_path: Path, epochs: int, max_steps: int | None,
+                  checkpoint_every: int, progress: bool, log: Callable[[dict[str, Any]], None] | None, agent: Any,
+                  signals: SignalStop, kept: Kept) -> dict[str, Any]:
+    import tensorflow as tf
+    from tqdm import tqdm
+
     checkpointer = agent.checkpointer(run_path / "checkpoints")
     trainer = InlineTrainer(agent.learner, agent.actor, config.learner)
     writer = tf.summary.create_file_writer(str(run_path / "tb"))
@@ -98,20 +115,27 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
             if log is not None:
                 log(record)
         if checkpoint_every and counts["steps"] % checkpoint_every == 0:
-            checkpointer.save(counts["steps"])
+            with signals.held():
+                checkpointer.save(counts["steps"])
         bar.update(1)
 
+    stopped_by, damaged = "end of data", None
     with writer.as_default():
         try:
             for _ in range(epochs):
                 left = None if max_steps is None else max_steps - counts["steps"]
                 if left is not None and left <= 0:
+                    stopped_by = "steps"
                     break
                 env = SessionEnv(sessions, config.observation.stack, config.ring.capacity)
-                driver = Driver(env, RecordedActor(agent.actor))
+                driver = Driver(env, RecordedActor(agent.actor), signals.controls)
                 driver.on_step(trainer)
                 driver.on_step(on_step)
-                driver.run(max_steps=left)
+                stopped_by = driver.run(max_steps=left).stopped_by
+                if stopped_by not in ("end of data", "steps"):
+                    break  # a signal
+        except SessionError as err:  # a damaged chunk: what was trained before it is kept below
+            damaged = err
         finally:
             bar.close()
             if window:
@@ -120,14 +144,19 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
                     log(record)
             writer.close()
     step = counts["steps"]
-    if step == 0:
+    if step and not (checkpoint_every and step % checkpoint_every == 0) and not checkpointer.failed:
+        with signals.held():
+            checkpointer.save(step)
+    if damaged is not None:
+        trained = f"the {step} transitions before it were trained; {kept}" if step else "nothing was trained"
+        raise SessionError(f"{damaged}; replay stopped there: {trained}") from None
+    if step == 0 and stopped_by == "end of data":
         raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
-    if not (checkpoint_every and step % checkpoint_every == 0):
-        checkpointer.save(step)
     plot = plot_history(history, run_path / "training.png", f"replay of {len(sessions)} session(s), {step} transitions")
     return {"transitions": step, "updates": counts["updates"],
-            "seconds": round(time.monotonic() - t0, 2), "checkpoint": str(checkpointer.latest), "plot": str(plot),
-            "tensorboard": str(run_path / "tb"), "final_metrics": {k: v[-1][1] for k, v in history.items()}}
+            "seconds": round(time.monotonic() - t0, 2), "checkpoint": checkpointer.latest, "plot": str(plot),
+            "tensorboard": str(run_path / "tb"), "final_metrics": {k: v[-1][1] for k, v in history.items()},
+            "stopped_by": stopped_by, "kept": str(kept)}
 
 
 def _flush_metrics(window: dict[str, list[float]], history: dict[str, list[tuple[int, float]]], step: int) -> dict[str, Any]:
@@ -163,11 +192,38 @@ class EvaluationActor:
         return self.actor.record(step, taken, next_step, starts=True, ends=True)
 
 
+def find_checkpoint(checkpoint: str | Path) -> tuple[Path, str | None]:
+    """The checkpoint folder, and the checkpoint in it (None: its newest), that a run directory,
+    its ``checkpoints/`` folder or one checkpoint (``<run>/checkpoints/learner-N``) names.
+
+    Raises:
+      CheckpointError: there is no such path, it is neither, or the run wrote no checkpoint.
+    """
+    path = Path(checkpoint)
+    hint = "give the run directory of an explore, play or replay run, or one of its checkpoints (<run>/checkpoints/learner-N)"
+    name: str | None = None
+    if (path / "checkpoints").is_dir():
+        folder = path / "checkpoints"
+    elif path.is_dir() and path.name == "checkpoints":
+        folder = path
+    elif re.fullmatch(r"learner-\d+(\.index)?", path.name) and path.parent.is_dir():
+        folder, name = path.parent, str(path.with_suffix("") if path.suffix == ".index" else path)
+        if not Path(f"{name}.index").is_file():
+            raise CheckpointError(f"checkpoint {name} does not exist; the run's checkpoints are: "
+                                  + (", ".join(sorted(p.stem for p in folder.glob("learner-*.index"))) or "none"))
+    elif not path.exists():
+        raise CheckpointError(f"{path} does not exist; {hint}")
+    else:
+        raise CheckpointError(f"{path} is neither a run directory (it has no checkpoints/ folder) nor a checkpoint; {hint}")
+    if name is None and latest_checkpoint(folder) is None:
+        raise CheckpointError(f"{folder} holds no checkpoint: the run stopped before it wrote one; {hint}")
+    return folder, name
+
+
 def restore_checkpoint(agent: Any, checkpoint: Path) -> int:
     """Restore a run directory's latest checkpoint, or one checkpoint (``<run>/checkpoints/learner-N``)."""
-    if (checkpoint / "checkpoints").is_dir():
-        return agent.checkpointer(checkpoint / "checkpoints").restore()
-    return agent.checkpointer(checkpoint.parent).restore(str(checkpoint))
+    folder, name = find_checkpoint(checkpoint)
+    return agent.checkpointer(folder).restore(name)
 
 
 def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoint: str | Path,
@@ -182,6 +238,7 @@ def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoin
     from explorer.run.builder import build_agent
 
     sessions = open_sessions(sessions)
+    find_checkpoint(checkpoint)  # before the agent is built: a wrong path is said at once
     agent = build_agent(config, frame_shape(sessions), deterministic=True)
     restore_checkpoint(agent, Path(checkpoint))
     agent.actor.new_episode = True
@@ -205,10 +262,13 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
         if "novelty" in t.metrics:
             rows["novelty"].append(t.metrics["novelty"])
 
-    driver = Driver(SessionEnv(sessions, config.observation.stack, config.ring.capacity), actor)
-    driver.on_step(on_step)
-    driver.run()
+    with stop_on_signals(Controls(), Kept(run_dir=run_path)) as signals:  # Ctrl-C: evaluate what was seen so far
+        driver = Driver(SessionEnv(sessions, config.observation.stack, config.ring.capacity), actor, signals.controls)
+        driver.on_step(on_step)
+        stopped_by = driver.run().stopped_by
     if not rows["policy"]:
+        if (signum := signal_number(stopped_by)) is not None:
+            raise Stopped(f"stopped by {stopped_by} before the first transition; nothing was evaluated", signum)
         raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
     pa, ra = np.stack(rows["policy"]), np.stack(rows["recorded"])
     rr = np.asarray(rows["reward"], np.float32)
@@ -218,7 +278,7 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
     summary: dict[str, Any] = {"transitions": len(pa), "sessions": [str(s.path) for s in sessions],
                                "policy_action_mean": dict(zip(AXES, pa.mean(0).tolist(), strict=True)),
                                "policy_action_std": dict(zip(AXES, pa.std(0).tolist(), strict=True)),
-                               "recorded_actions": int(known.sum())}
+                               "recorded_actions": int(known.sum()), "stopped_by": stopped_by}
     if known.any():
         err = pa[known] - ra[known]
         summary["action_mse"] = dict(zip(AXES, np.mean(err**2, 0).tolist(), strict=True))
@@ -236,9 +296,9 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
             if known[i]:
                 tf.summary.scalar("eval/action_mse", float(np.mean((pa[i] - ra[i]) ** 2)), step=i)
     writer.close()
-    np.savez(run_path / "evaluation.npz", policy_action=pa, recorded_action=ra, recorded_reward=rr, novelty=nov,
-             first=firsts)
+    atomic_save(run_path / "evaluation.npz", lambda tmp: np.savez(tmp, policy_action=pa, recorded_action=ra,
+                                                                  recorded_reward=rr, novelty=nov, first=firsts))
     summary["novelty_png"] = str(plot_novelty(nov, rr, firsts, run_path / "novelty.png"))
     summary["actions_png"] = str(plot_actions(pa, ra, run_path / "actions.png"))
-    (run_path / "evaluation.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    atomic_write(run_path / "evaluation.json", json.dumps(summary, indent=2) + "\n")
     return summary

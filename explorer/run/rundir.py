@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,7 +25,10 @@ import tomli_w
 
 from explorer.config import Config
 from explorer.core import ExplorerError
-from explorer.files import atomic_save, atomic_write
+from explorer.files import atomic_save, atomic_write, remedy
+
+#: where a run can go instead, in messages
+ELSEWHERE = "choose another folder (--out or run.dir)"
 
 
 class RunDirError(ExplorerError):
@@ -62,8 +66,7 @@ class RunLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; check that the folder is "
-                              f"writable") from None
+            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
         try:
             if not _try_lock(fd):
                 pid = _read_pid(fd)
@@ -74,6 +77,9 @@ class RunLock:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as err:  # a full disk
+            os.close(fd)
+            raise RunDirError(f"cannot lock run {self.run}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -169,6 +175,9 @@ class RunDir:
                  *, write_config: bool = True):
         try:
             if path is None:
+                if Path(parent).exists() and not Path(parent).is_dir():
+                    raise RunDirError(f"cannot create a run directory in {parent}: it is a file, not a folder; "
+                                      f"{ELSEWHERE}")
                 self.path = _claim_new(parent, name)
             else:
                 self.path = Path(path)
@@ -179,14 +188,21 @@ class RunDir:
             where = path if path is not None else Path(parent)
             raise RunDirError(f"cannot create a run directory in {where}: {err.strerror or err}; choose another "
                               f"folder (--out or run.dir)") from None
-        self._lock = RunLock(self.path)
+        self._new = path is None
         self._metrics: Any = None
         self._writer: Any = None
+        try:
+            self._lock = RunLock(self.path)
+        except BaseException:
+            if self._new:
+                _remove_unused(self.path)
+            raise
         if write_config and config is not None:
             try:
                 self.commit_config(config)
             except BaseException:
                 self.close()
+                self._discard()
                 raise
 
     @classmethod
@@ -204,19 +220,45 @@ class RunDir:
         return cls(path.parent, path.name, None, path=path, write_config=False)
 
     def commit_config(self, config: Config) -> Path:
-        """Write ``config.toml`` (whole or not at all), replacing the one there."""
-        return atomic_write(self.path / "config.toml", tomli_w.dumps(config.to_dict()))
+        """Write ``config.toml`` (whole or not at all), replacing the one there.
+
+        Raises:
+          RunDirError: it cannot be written (a full disk); the one there is left as it was.
+        """
+        path = self.path / "config.toml"
+        try:
+            return atomic_write(path, tomli_w.dumps(config.to_dict()))
+        except OSError as err:
+            raise RunDirError(f"cannot write {path}: {err.strerror or err}; {remedy(err, ELSEWHERE)}") from None
 
     def save(self, name: str, write: Callable[[Path], object]) -> Path:
-        """Write file ``name`` of the run through ``write(temporary path)`` and rename it in (see :func:`atomic_save`)."""
-        return atomic_save(self.path / name, write)
+        """Write file ``name`` of the run through ``write(temporary path)`` and rename it in (see :func:`atomic_save`).
+
+        Raises:
+          RunDirError: it cannot be written (a full disk); the file there is left as it was.
+        """
+        with self._writing(name):
+            return atomic_save(self.path / name, write)
 
     def log(self, record: dict[str, Any]) -> None:
-        """Append one JSON line to ``metrics.jsonl`` and flush it."""
-        if self._metrics is None:
-            self._metrics = self._open_metrics()
-        self._metrics.write(json.dumps(record) + "\n")
-        self._metrics.flush()
+        """Append one JSON line to ``metrics.jsonl`` and flush it.
+
+        Raises:
+          RunDirError: it cannot be written (a full disk); the lines before stay.
+        """
+        with self._writing("metrics.jsonl"):
+            if self._metrics is None:
+                self._metrics = self._open_metrics()
+            self._metrics.write(json.dumps(record) + "\n")
+            self._metrics.flush()
+
+    @contextlib.contextmanager
+    def _writing(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as err:
+            raise RunDirError(f"cannot write {self.path / name}: {err.strerror or err}; the run stops: "
+                              f"{remedy(err, ELSEWHERE)}") from None
 
     def _open_metrics(self) -> Any:
         path = self.path / "metrics.jsonl"
@@ -240,15 +282,25 @@ class RunDir:
                 tf.summary.scalar(f"{prefix}{name}", float(value))
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
-        """Write ``summary.json`` (whole or not at all)."""
-        return atomic_write(self.path / "summary.json", json.dumps(summary, indent=2) + "\n")
+        """Write ``summary.json`` (whole or not at all).
+
+        Raises:
+          RunDirError: it cannot be written (a full disk); the one there is left as it was.
+        """
+        with self._writing("summary.json"):
+            return atomic_write(self.path / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     def close(self) -> None:
-        """Close the metrics file and TensorBoard writer, and release the lock. Safe to call twice."""
+        """Close the metrics file and TensorBoard writer, and release the lock. Safe to call twice.
+
+        A line that could not be written (a full disk) was reported by :meth:`log`; closing does not
+        report it again.
+        """
         try:
             if self._metrics is not None:
-                self._metrics.close()
-                self._metrics = None
+                metrics, self._metrics = self._metrics, None
+                with contextlib.suppress(OSError):
+                    metrics.close()
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
@@ -260,4 +312,24 @@ class RunDir:
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Close the run; a new run that wrote nothing but its config (it failed or was stopped before) is removed."""
         self.close()
+        self._discard()
+
+    def _discard(self) -> None:
+        """Remove this run's folder if it is new and holds nothing worth keeping, so that failed starts
+        leave no empty runs behind: only its config and lock, empty files and folders, and TensorBoard
+        files (every mode that logs a metric there writes ``metrics.jsonl`` or its results beside them)."""
+        if self._new and not self._lock.held:
+            _remove_unused(self.path)
+
+
+def _remove_unused(path: Path) -> None:
+    """Remove run folder ``path`` if it holds nothing worth keeping (see :meth:`RunDir._discard`)."""
+    try:
+        files = [p for p in path.rglob("*") if not p.is_dir() and p.relative_to(path).parts[0] != "tb"]
+        if any(p.name not in (".lock", "config.toml") and p.stat().st_size for p in files):
+            return
+        shutil.rmtree(path)
+    except OSError:
+        pass  # a folder that cannot be cleaned is left as it is
