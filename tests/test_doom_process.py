@@ -124,13 +124,19 @@ import psutil
 import explorer.envs.vizdoom  # imports TensorFlow, which is not what is interrupted here
 from explorer.config import load
 from explorer.envs import make_game
+import time
 for attempt in range(100):
     print("start", flush=True)
+    outcome = "started"
     try:
-        make_game(load()).close()
-        print("started", flush=True)
+        try:
+            make_game(load()).close()
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        time.sleep(0.5)  # a Ctrl-C sent after a quick start-up lands here, not in the reporting below
     except KeyboardInterrupt:
-        print("interrupted", flush=True)
+        pass
+    print(outcome, flush=True)
     engines = [p for p in psutil.Process().children(recursive=True) if p.name() == "vizdoom"]
     print("engines", len(engines), flush=True)
 """
