@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -12,6 +13,17 @@ import numpy as np
 
 from explorer.files import atomic_save
 from explorer.run.coverage import Coverage
+
+
+def _save(fig: Any, path: str | Path, title: str = "", dpi: int = 90) -> Path:
+    """Title, lay out and write ``fig`` to ``path`` whole or not at all, then free it."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=dpi))
+    plt.close(fig)
+    return path
 
 
 def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Path:
@@ -39,13 +51,7 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
     ax2.set_ylabel("cells visited in the episode")
     ax2.set_ylim(bottom=0)
     ax2.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=100))
-    plt.close(fig)
-    return path
+    return _save(fig, path, title, dpi=100)
 
 
 def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -> Path:
@@ -78,13 +84,7 @@ def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -
     ax2.grid(alpha=0.3)
     if 1 < len(coverages) <= 10:
         ax2.legend(loc="lower right", fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=100))
-    plt.close(fig)
-    return path
+    return _save(fig, path, title, dpi=100)
 
 
 def plot_history(history: dict[str, list[tuple[int, float]]], path: Path, title: str) -> Path:
@@ -96,11 +96,7 @@ def plot_history(history: dict[str, list[tuple[int, float]]], path: Path, title:
         ax.set_ylabel(k)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("transitions replayed")
-    fig.suptitle(title)
-    fig.tight_layout()
-    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 def plot_novelty(novelty: np.ndarray, recorded: np.ndarray, first: np.ndarray, path: Path) -> Path:
@@ -118,10 +114,7 @@ def plot_novelty(novelty: np.ndarray, recorded: np.ndarray, first: np.ndarray, p
         ax.legend(loc="upper right")
     else:
         ax.text(0.5, 0.5, "no novelty signal and no recorded rewards", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
-    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
@@ -137,7 +130,4 @@ def plot_actions(policy: np.ndarray, recorded: np.ndarray, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper right")
     axes[-1].set_xlabel("transition")
-    fig.tight_layout()
-    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=90))
-    plt.close(fig)
-    return path
+    return _save(fig, path)
