@@ -94,8 +94,14 @@ class RingConfig(_Section):
     capacity: int = Field(64, ge=2, description="frames held; must exceed observation.stack and novelty windows")
 
 
+#: the Xbox 360 buttons and triggers a policy may hold (explorer.core.PAD_BUTTONS; Start, Back and Guide are not
+#: among them: they open menus)
+PadButton = Literal["a", "b", "x", "y", "lb", "rb", "lt", "rt", "ls", "rs",
+                    "dpad_up", "dpad_down", "dpad_left", "dpad_right"]
+
+
 class PadConfig(_Section):
-    """Where stick values go."""
+    """Where stick values and buttons go."""
 
     backend: Literal["vgamepad", "null"] = Field(
         "vgamepad", description="vgamepad: a virtual Xbox 360 pad; null: sends nothing")
@@ -103,6 +109,18 @@ class PadConfig(_Section):
     walk_stick: Literal["left", "right"] = Field("left", description="stick that receives walk x/y")
     invert_camera_y: bool = Field(False, description="flip the sign of camera y before sending")
     invert_walk_y: bool = Field(False, description="flip the sign of walk y before sending")
+    buttons: tuple[PadButton, ...] = Field(
+        ("a",), description="pad buttons and triggers the policy holds, each a policy output next to the four stick "
+        "axes (pressed while it is above 0; a trigger is pulled by its value above 0). Default [\"a\"]: the built-in "
+        "game's USE (doors, switches, lifts), and in most games jump or interact, never a menu. [] gives sticks only. "
+        "Names: a b x y lb rb lt rt ls rs dpad_up dpad_down dpad_left dpad_right")
+
+    @model_validator(mode="after")
+    def _distinct_buttons(self) -> PadConfig:
+        twice = sorted({b for b in self.buttons if self.buttons.count(b) > 1})
+        if twice:
+            raise ValueError(f"pad.buttons lists {', '.join(twice)} more than once; list each button once")
+        return self
 
 
 class ControlConfig(_Section):
@@ -229,7 +247,8 @@ class LearnerConfig(_Section):
     critic_lr: float = Field(3e-4, gt=0, description="critic Adam step size")
     alpha_lr: float = Field(3e-4, gt=0, description="SAC entropy-weight Adam step size")
     init_alpha: float = Field(0.1, gt=0, description="SAC initial entropy weight")
-    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the 4 axes (each axis has its own weight aiming at a quarter), "
+    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the 4 stick axes (each axis has its own weight aiming at a quarter; each "
+                                  "button of pad.buttons has one too, aiming at a quarter as well), "
                                   "measured on the squashed outputs in [-1, 1], before the stick range (action_low/high) scales them")
     tau: float = Field(0.01, gt=0, le=1, description="target network Polyak rate per update")
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")

@@ -3,10 +3,14 @@
 Imports run one way: ``cli -> run -> {envs, agent} -> core``; ``envs`` and
 ``agent`` never import each other, so whatever they share lives here.
 
-An **action** is ``float32[4]`` stick values in [-1, 1], in the order of
-:data:`AXES` (camera x, camera y, walk x, walk y). Positive y is up on the
-stick (forward for walk, look up for camera). :data:`NEUTRAL` is what every
-pad returns to on every way out.
+An **action** is ``float32[4 + n]`` in [-1, 1]: the four stick values, in the
+order of :data:`AXES` (camera x, camera y, walk x, walk y), then one value per
+pad button the policy holds (``pad.buttons``, names from :data:`PAD_BUTTONS`).
+Positive y is up on the stick (forward for walk, look up for camera). A button
+is pressed while its value is above 0; a trigger (:data:`TRIGGERS`) is pulled
+by ``max(value, 0)``. All zeros (:func:`neutral`, :data:`NEUTRAL` for the
+sticks alone) centres the sticks and releases every button: what every pad
+returns to on every way out.
 
 An **observation** is ``uint8[k, H, W, C]``: the newest ``k`` frames, oldest
 first, read from an env's frame ring. Networks take it stacked along
@@ -26,9 +30,51 @@ import numpy as np
 
 #: the policy's stick axes, in action order
 AXES = ("camera_x", "camera_y", "walk_x", "walk_y")
-ACTION_DIM = len(AXES)
-#: sticks centred
-NEUTRAL = np.zeros(ACTION_DIM, np.float32)
+N_AXES = len(AXES)
+#: sticks centred (an action without buttons)
+NEUTRAL = np.zeros(N_AXES, np.float32)
+#: Xbox 360 buttons and triggers a policy may hold. Start, Back and Guide are left out on purpose:
+#: they open menus and overlays, which no exploring policy should be able to do.
+PAD_BUTTONS = ("a", "b", "x", "y", "lb", "rb", "lt", "rt", "ls", "rs",
+               "dpad_up", "dpad_down", "dpad_left", "dpad_right")
+#: the analogue triggers among :data:`PAD_BUTTONS`: pulled by ``max(value, 0)``, not pressed or released
+TRIGGERS = ("lt", "rt")
+
+
+def action_dim(buttons: tuple[str, ...] = ()) -> int:
+    """Length of an action: the four stick axes and one value per button."""
+    return N_AXES + len(buttons)
+
+
+def neutral(buttons: tuple[str, ...] = ()) -> np.ndarray:
+    """``float32[4 + n]`` zeros: sticks centred, every button released, triggers at rest."""
+    return np.zeros(action_dim(buttons), np.float32)
+
+
+def action_names(buttons: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Names of an action's values: the stick axes, then ``button_<name>`` per button."""
+    return AXES + tuple(f"button_{b}" for b in buttons)
+
+
+def action_stats(actions: np.ndarray, buttons: tuple[str, ...] = ()) -> dict[str, float]:
+    """Figures of ``float32[n, 4 + len(buttons)]`` actions: ``action/mean_<axis>`` and ``action/abs_<axis>``
+    per stick axis, ``action/pressed_<button>`` (the share of steps it was pressed or pulled) per button."""
+    a = np.asarray(actions, np.float32)
+    stats = {f"action/mean_{axis}": float(m) for axis, m in zip(AXES, a[:, :N_AXES].mean(0), strict=True)}
+    stats |= {f"action/abs_{axis}": float(m) for axis, m in zip(AXES, np.abs(a[:, :N_AXES]).mean(0), strict=True)}
+    stats |= {f"action/pressed_{b}": float(m) for b, m in zip(buttons, (a[:, N_AXES:] > 0).mean(0), strict=True)}
+    return stats
+
+
+def settle(action: np.ndarray, buttons: tuple[str, ...]) -> np.ndarray:
+    """What the pad does with ``action``, as action values: each button becomes 1 (pressed) or -1
+    (released); sticks and triggers are kept. The actors store this, so replay, sessions and the
+    critic see the buttons as they were sent."""
+    a = np.asarray(action, np.float32).copy()
+    for i, name in enumerate(buttons):
+        if name not in TRIGGERS:
+            a[N_AXES + i] = 1.0 if a[N_AXES + i] > 0 else -1.0
+    return a
 
 
 class ExplorerError(RuntimeError):
@@ -72,10 +118,11 @@ class EndOfData(Exception):  # noqa: N818 (a signal, like StopIteration, not an 
 
 
 def clamp(action: Any) -> np.ndarray:
-    """``float32[4]`` in [-1, 1]; NaN becomes 0 (neutral), so a bad value can never be sent."""
+    """``float32[4 + n]`` in [-1, 1]; NaN becomes 0 (centred, released), so a bad value can never be sent."""
     a = np.asarray(action, dtype=np.float32).reshape(-1)
-    if a.shape != (ACTION_DIM,):
-        raise ValueError(f"an action has {ACTION_DIM} axes {AXES}, got shape {np.shape(action)}")
+    if not N_AXES <= a.shape[0] <= N_AXES + len(PAD_BUTTONS) or np.ndim(action) > 1:
+        raise ValueError(f"an action has the {N_AXES} stick axes {AXES} and up to {len(PAD_BUTTONS)} buttons, "
+                         f"got shape {np.shape(action)}")
     return np.clip(np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
 
 
@@ -161,7 +208,7 @@ class Env(Protocol):
         """Begin the next episode; the returned step has ``first`` set."""
 
     def step(self, action: np.ndarray | None) -> Step:
-        """Apply ``action`` (``float32[4]``; None: send nothing) and advance to the next observation."""
+        """Apply ``action`` (``float32[4 + n]``; None: send nothing) and advance to the next observation."""
 
     def idle(self) -> None:
         """The driver is paused: hold the sticks neutral and keep the env alive (a short wait)."""
@@ -181,7 +228,7 @@ class Actor(Protocol):
     """Picks actions from observations and takes in what followed."""
 
     def act(self, step: Step) -> np.ndarray | None:
-        """The action for ``step.obs`` (``float32[4]``), or None to send nothing."""
+        """The action for ``step.obs`` (``float32[4 + n]``), or None to send nothing."""
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         """``action`` taken on ``step`` led to ``next_step``; returns metrics (the novelty, ...)."""

@@ -142,3 +142,20 @@ def test_doctor_report_here(tmp_path, monkeypatch, capsys):
     assert f"- tensorflow: {metadata.version('tensorflow')}" in text
     assert f"- vizdoom: {metadata.version('vizdoom')}" in text and "- dxcam: -" in text
     assert "DISPLAY is not set" in text
+
+
+def test_the_policys_buttons_reach_the_windows_pad_and_neutral_releases_them(monkeypatch):
+    """The vgamepad backend on (a fake of) Windows' vgamepad, with its XUSB_BUTTON values."""
+    import numpy as np
+
+    from explorer.config import PadConfig
+    from explorer.envs.pad import VGamepadPad
+
+    desk = _desktop(monkeypatch)
+    pad = VGamepadPad(PadConfig(buttons=("a", "lb", "rt")))
+    pad.send(np.array([0, 0, 0, 1.0, 1.0, 1.0, 0.5]))
+    assert desk.xinput_buttons[0] == [0x1000 | 0x100, 0, round(0.5 * 255)]  # A and LB, RT half pulled
+    pad.send(np.array([0, 0, 0, 1.0, -1.0, 1.0, 0.0]))
+    assert desk.xinput_buttons[0] == [0x100, 0, 0]
+    pad.neutral()
+    assert desk.xinput_buttons[0] == [0, 0, 0] and desk.xinput[0] == [0, 0, 0, 0]

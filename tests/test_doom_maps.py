@@ -123,20 +123,23 @@ def test_read_wad_lists_maps_and_refuses_other_files(tmp_path):
         read_wad(wad)
 
 
-def _walk_to_door(press_at: int | None) -> list[float]:
-    """Freedoom 1 E1M3: walk straight on from the start into the door ahead; press A at step ``press_at``.
+def _walk_to_door(press_at: int | None, in_action: bool = False) -> list[float]:
+    """Freedoom 1 E1M3: walk straight on from the start into the door ahead; press A at step ``press_at``
+    (by name, or ``in_action``: as the policy does, a fifth action value above 0).
 
     Returns the player's y (map units; the door is at y = -40..-24, the player faces +y) after each step.
     """
     game = make_game(load(None, [*FREEDOOM, "game.map=E1M3", "game.args=['-nomonsters']"]))
-    pad = DoomPad(game)
+    pad = DoomPad(game, ("a",) if in_action else ())
     ys = []
     try:
         start = game.position()
         assert (start.x, start.y) == (-788.0, -216.0) and start.angle == pytest.approx(90.0)
-        pad.send(np.array([0, 0, 0, 1.0]))
+        pad.send(np.array([0, 0, 0, 1.0, -1.0] if in_action else [0, 0, 0, 1.0]))
         for step in range(30):
-            if step == press_at:
+            if in_action:
+                pad.send(np.array([0, 0, 0, 1.0, 1.0 if step == press_at else -1.0]))
+            elif step == press_at:
                 pad.press("a")
             elif step == (press_at or 0) + 1:
                 pad.release("a")
@@ -154,6 +157,30 @@ def test_pressing_a_opens_the_door_and_not_pressing_it_does_not():
     assert max(shut) < -40  # stopped by the closed door, all the way
     assert shut[11] == opened[11] == pytest.approx(-56, abs=2)  # both stood at the door (player radius 16)
     assert opened[-1] > 150  # through the door and on into the room behind it
+
+
+def test_the_policys_a_output_opens_the_door():
+    shut = _walk_to_door(None, in_action=True)
+    opened = _walk_to_door(12, in_action=True)
+    assert max(shut) < -40 and opened[11] == pytest.approx(-56, abs=2)
+    assert opened[-1] > 150
+
+
+def test_pad_buttons_the_engine_does_not_take_are_unbound():
+    game = make_game(load(None, ["game.episode_steps=20"]))
+    pad = DoomPad(game, ("rt", "a", "b"))
+    try:
+        pad.send(np.array([0, 0, 0, 1.0, 1.0, -1.0, 1.0]))  # RT and B pressed: nothing in the engine
+        assert game.buttons.tolist() == [0.0]
+        pad.send(np.array([0, 0, 0, 1.0, -1.0, 1.0, -1.0]))
+        assert game.buttons.tolist() == [1.0] and game._buttons()[4:] == [1.0]
+        pad.send(np.array([0, 0, 0, 1.0]))  # the sticks alone release A
+        assert game.buttons.tolist() == [0.0]
+        pad.send(np.array([0, 0, 0, 1.0, -1.0, 1.0, -1.0]))
+        pad.neutral()
+        assert game.buttons.tolist() == [0.0] and not game.action.any()
+    finally:
+        game.close()
 
 
 def test_buttons_leave_the_four_stick_game_bit_identical(monkeypatch):

@@ -108,7 +108,7 @@ def test_missing_libevdev_says_what_to_install(monkeypatch):
 
 def test_clamp_and_null_pad():
     np.testing.assert_array_equal(clamp([2, -2, np.nan, np.inf]), [1, -1, 0, 1])
-    with pytest.raises(ValueError, match="4 axes"):
+    with pytest.raises(ValueError, match="4 stick axes"):
         clamp([1, 2, 3])
     pad = make_pad(PadConfig(), dry_run=True)
     assert isinstance(pad, NullPad)

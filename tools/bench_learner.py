@@ -39,7 +39,7 @@ def fill(agent, transitions: int, seed: int = 0) -> None:
     for i in range(transitions):
         nxt = r.push_frame(frames[(i + k) % 64])
         next_ids = np.append(ids[1:], nxt)
-        r.add(np.array(ids), rng.uniform(-1, 1, 4).astype(np.float32), float(rng.uniform(0, 2)), 0.97**5,
+        r.add(np.array(ids), rng.uniform(-1, 1, r.action.shape[1]).astype(np.float32), float(rng.uniform(0, 2)), 0.97**5,
               next_ids, rng.uniform(0, 1, r.ctx.shape[1]).astype(np.float32),
               rng.uniform(0, 1, r.ctx.shape[1]).astype(np.float32))
         ids = next_ids

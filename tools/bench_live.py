@@ -117,8 +117,9 @@ def run_original(seconds: float) -> dict:
     from explorer.envs.screen import find_window
     from explorer.envs.vizdoom import DoomPad
 
-    game = make_game(load(None, ["game.realtime=true", "game.visible=true"]))
-    pad = DoomPad(game)
+    game_config = load(None, ["game.realtime=true", "game.visible=true"])
+    game = make_game(game_config)
+    pad = DoomPad(game, game_config.pad.buttons)
     try:
         time.sleep(0.5)
         r = find_window("vizdoom")

@@ -162,6 +162,9 @@ def run_ingest(workers: int, seconds: float, sets: list[str], out: Path) -> dict
                          f"run.steps={10**9}", f"run.dir={str(out)!r}", "run.log_every=2000", *sets])
     h, w, c = frame_shape(config.observation)
     k, ship = config.observation.stack, config.run.ship_steps
+    from explorer.core import action_dim
+    a_dim = action_dim(config.pad.buttons)
+    ctx = a_dim + 3 if config.learner.context else 1  # explorer.agent.context.Context.dim
 
     class SyntheticWorker:
         """Hands out the same ready-made batch of ``ship`` transitions as fast as it is asked."""
@@ -172,13 +175,13 @@ def run_ingest(workers: int, seconds: float, sets: list[str], out: Path) -> dict
             self.batch = Batch(rng.integers(0, 256, (t + k, h, w, c), dtype=np.uint8),
                                (np.arange(t)[:, None] + np.arange(k)[None]).astype(np.int32),
                                (np.arange(t)[:, None] + np.arange(k)[None] + 1).astype(np.int32),
-                               rng.uniform(-1, 1, (t, 4)).astype(np.float32), rng.uniform(0, 2, t).astype(np.float32),
-                               np.full(t, 0.9, np.float32), np.zeros((t, 7), np.float32), np.zeros((t, 7), np.float32), t)
+                               rng.uniform(-1, 1, (t, a_dim)).astype(np.float32), rng.uniform(0, 2, t).astype(np.float32),
+                               np.full(t, 0.9, np.float32), np.zeros((t, ctx), np.float32), np.zeros((t, ctx), np.float32), t)
             self.index, self.pending = index, 0
 
         def collect(self, grant: int, run_steps: int, version: int, weights: Any) -> tuple[Any, Any]:
             steps, self.pending = self.pending, grant
-            batch = self.batch if steps else Batch.empty((h, w, c), k, 7)
+            batch = self.batch if steps else Batch.empty((h, w, c), k, ctx, action_dim=a_dim)
             return batch, Report(self.index, "synthetic", steps=steps, transitions=len(batch), frames=len(batch.frames),
                                  nbytes=batch.nbytes, version=version, pid=os.getpid())
 

@@ -23,7 +23,7 @@ from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, split_outputs
 from explorer.agent.novelty import Novelty
 from explorer.config import LearnerConfig
-from explorer.core import ACTION_DIM, Step, stack_frames
+from explorer.core import N_AXES, Step, settle, stack_frames
 
 
 class LearningActor:
@@ -40,20 +40,22 @@ class LearningActor:
       adder: where steps go for learning; None acts and scores without storing (evaluation).
       deterministic: act with ``tanh(mean)`` on the stick range, no noise and no warm-up
         (evaluation).
+      buttons: the pad buttons the policy holds (``pad.buttons``), one output each after the sticks.
     """
 
     def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
-                 obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False):
+                 obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False,
+                 buttons: tuple[str, ...] = ()):
         self.config = config
         self.policy_net = policy_net
         self.novelty = novelty
         self.context = context
         self.adder = adder
         self.deterministic = deterministic
-        self.sticks = StickRange(config)
+        self.sticks = StickRange(config, buttons)
         self._prior_offset = self.sticks.prior_offset(config.algo)
         self.rng = np.random.default_rng(config.seed + 2)
-        self.noise = self.rng.normal(size=ACTION_DIM).astype(np.float32)
+        self.noise = self.rng.normal(size=self.sticks.dim).astype(np.float32)
         self.steps = 0
         self.new_episode = True
         self.held: np.ndarray | None = None  # the decision being held, and for how many steps it was returned
@@ -87,7 +89,8 @@ class LearningActor:
         return mean.numpy(), log_std.numpy()
 
     def act(self, step: Step) -> np.ndarray:
-        """``float32[4]`` stick values in [action_low, action_high], exploration noise included.
+        """``float32[4 + n]``: stick values in [action_low, action_high], exploration noise included,
+        then each button as sent (1 pressed, -1 released; a trigger's pull as is).
 
         The policy decides every ``action_repeat`` steps; in between, the decision is held.
         """
@@ -105,7 +108,7 @@ class LearningActor:
             a = np.tanh(mean)
         else:
             rho = c.noise_rho
-            self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=ACTION_DIM)).astype(np.float32)
+            self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=self.sticks.dim)).astype(np.float32)
             if self.steps < c.warmup_steps:
                 a = np.clip(self.noise + self.sticks.prior, -1.0, 1.0)
             else:
@@ -114,7 +117,8 @@ class LearningActor:
                     a = np.tanh(mean + np.exp(log_std) * self.noise)
                 else:
                     a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
-        self.held, self.held_steps, self.started = self.sticks(a).astype(np.float32), 1, True
+        self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
+        self.held_steps, self.started = 1, True
         return self.held.copy()
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
@@ -173,27 +177,29 @@ class RecordedActor:
 
 
 class RandomActor:
-    """Random sticks, held for ``sticky_steps`` steps (1: uniform every step): baselines.
+    """Random sticks and buttons, held for ``sticky_steps`` steps (1: uniform every step): baselines.
 
-    With ``sticks`` the draw is moved by the stick range's prior and put on the range, as the
-    learning actor's warm-up sticks are: what the prior and the range do without learning.
+    Each button is pressed half the time. With ``sticks`` the draw is moved by the stick range's
+    prior and put on the range, as the learning actor's warm-up sticks are: what the prior and the
+    range do without learning (``sticks`` then names the buttons too).
     """
 
-    def __init__(self, seed: int = 0, sticky_steps: int = 1, sticks: StickRange | None = None):
+    def __init__(self, seed: int = 0, sticky_steps: int = 1, sticks: StickRange | None = None,
+                 buttons: tuple[str, ...] = ()):
         self.rng = np.random.default_rng(seed)
         self.sticky_steps = sticky_steps
         self.sticks = sticks
-        self._held = np.zeros(ACTION_DIM, np.float32)
+        self.buttons = sticks.buttons if sticks is not None else tuple(buttons)
+        self._held = np.zeros(N_AXES + len(self.buttons), np.float32)
         self._age = sticky_steps
 
     def act(self, step: Step) -> np.ndarray:
         if self._age >= self.sticky_steps:
-            self._held = self.rng.uniform(-1.0, 1.0, ACTION_DIM).astype(np.float32)
+            self._held = self.rng.uniform(-1.0, 1.0, len(self._held)).astype(np.float32)
             self._age = 0
         self._age += 1
-        if self.sticks is None:
-            return self._held.copy()
-        return self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0)).astype(np.float32)
+        a = self._held if self.sticks is None else self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0))
+        return settle(a, self.buttons).astype(np.float32)
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         return {}

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import ACTION_DIM
+from explorer.core import N_AXES
 
 #: recent-novelty averages in the context, per agent step (~5 and ~20 steps)
 EMA_RATES = np.array([0.8, 0.95], np.float32)
@@ -29,17 +29,19 @@ class Context:
     Args:
       enabled: ``learner.context``.
       horizon: agent steps the step fraction counts to.
+      action_dim: width of an action (the four sticks and the policy's buttons).
     """
 
-    def __init__(self, enabled: bool, horizon: int):
+    def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES):
         self.enabled = enabled
         self.horizon = int(horizon)
-        self.dim = ACTION_DIM + 3 if enabled else 1
+        self.action_dim = int(action_dim)
+        self.dim = self.action_dim + 3 if enabled else 1
         self.reset()
 
     def reset(self) -> None:
         """A new episode."""
-        self.prev_action = np.zeros(ACTION_DIM, np.float32)
+        self.prev_action = np.zeros(self.action_dim, np.float32)
         self.episode_step = 0
         self.novelty_ema = np.ones(2, np.float32)
 

@@ -36,7 +36,7 @@ from explorer.agent.networks import (
 from explorer.agent.novelty import Novelty
 from explorer.agent.replay import Replay
 from explorer.config import LearnerConfig
-from explorer.core import ACTION_DIM, ExplorerError
+from explorer.core import N_AXES, ExplorerError
 
 
 class NonFiniteLossError(ExplorerError, FloatingPointError):
@@ -100,28 +100,29 @@ class Learner:
     """
 
     def __init__(self, config: LearnerConfig, obs_shape: tuple[int, int, int], ctx_dim: int, replay: Replay,
-                 novelty: Novelty | None = None):
+                 novelty: Novelty | None = None, buttons: tuple[str, ...] = ()):
         self.config = config
         self.novelty = novelty
         self.replay = replay
         self.obs_shape = tuple(obs_shape)
         self.ctx_dim = ctx_dim
         self.update_time = 0.0  # seconds spent in step(), sampling included
+        self.sticks = StickRange(config, buttons)
+        dim = self.sticks.dim
         self.encoder = self._encoder("critic_encoder")
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
-        self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder)
-        self.sticks = StickRange(config)
+        self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim)
         self._prior_offset = self.sticks.prior_offset(config.algo)
-        self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads")
+        self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
         self.target_encoder = self._encoder("target_encoder")
-        self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads")
+        self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads", dim)
         for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
             for s, d in zip(src.weights, dst.weights, strict=True):
                 d.assign(s)
         # One entropy weight per axis: otherwise SAC can park all its entropy in an axis
         # that does nothing (camera y with look_scale 0) and act deterministically on the rest.
-        self.log_alpha = tf.Variable(np.full(ACTION_DIM, np.log(config.init_alpha)), dtype=tf.float32, name="log_alpha")
+        self.log_alpha = tf.Variable(np.full(dim, np.log(config.init_alpha)), dtype=tf.float32, name="log_alpha")
         self.actor_opt = keras.optimizers.Adam(config.actor_lr)
         self.critic_opt = keras.optimizers.Adam(config.critic_lr)
         self.alpha_opt = keras.optimizers.Adam(config.alpha_lr)
@@ -132,7 +133,7 @@ class Learner:
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.rng = tf.random.Generator.from_seed(config.seed + 1)
         b = config.batch_size
-        spec = {"obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "action": tf.TensorSpec([b, ACTION_DIM], tf.float32),
+        spec = {"obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "action": tf.TensorSpec([b, dim], tf.float32),
                 "reward": tf.TensorSpec([b], tf.float32), "discount": tf.TensorSpec([b], tf.float32),
                 "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
                 "next_ctx": tf.TensorSpec([b, ctx_dim], tf.float32)}
@@ -162,7 +163,7 @@ class Learner:
 
     # -- pieces used by the step and by the guard
     def alpha(self) -> tf.Tensor:
-        return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([ACTION_DIM])
+        return tf.exp(self.log_alpha) if self.config.algo == "sac" else tf.zeros([self.sticks.dim])
 
     def _with_prior(self, y: tf.Tensor) -> tf.Tensor:
         """The actor's outputs with ``atanh(prior)`` added to their pre-tanh means (the prior in squashed units)."""
@@ -177,7 +178,8 @@ class Learner:
 
     def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool,
                 features: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Action in [-1, 1], its per-axis log-prob ``[B, 4]`` (SAC; zeros for TD3) and the pre-tanh mean.
+        """Action as sent (sticks on their range, buttons 1 or -1 with a straight-through gradient), its
+        per-axis log-prob ``[B, 4 + n]`` (SAC; zeros for TD3) and the pre-tanh mean.
 
         ``features``: the critic encoder's features of ``obs``, used (held fixed) by a shared-encoder actor.
         """
@@ -185,8 +187,8 @@ class Learner:
         if self.config.algo == "sac":
             mean, log_std = split_outputs(y, "sac")
             a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
-            return self.sticks(a), logp, mean
-        return self.sticks(tf.tanh(y)), tf.zeros_like(y), y
+            return self.sticks.press(self.sticks(a)), logp, mean
+        return self.sticks.press(self.sticks(tf.tanh(y))), tf.zeros_like(y), y
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
@@ -211,7 +213,7 @@ class Learner:
         else:
             y = self._actor_out(next_obs, next_ctx, False, next_features)
             noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
-            next_a, next_logp = self.sticks(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0)), None
+            next_a, next_logp = self.sticks.press(self.sticks(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0))), None
         next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_ctx], training=False), axis=-1)
         y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
         features = self.encoder(obs, training=True)
@@ -256,7 +258,7 @@ class Learner:
         metrics["actor_grad_norm"] = self._apply(self.actor_opt, tape, loss, self.actor.trainable_variables,
                                                  self.config.clip_norm, "actor")
         if self.config.algo == "sac":
-            target = self.config.target_entropy / ACTION_DIM
+            target = self.config.target_entropy / N_AXES  # per output, buttons included
             with tf.GradientTape() as tape:
                 alpha_loss = -tf.reduce_sum(self.log_alpha * tf.stop_gradient(logp_axes + target))
             self._apply(self.alpha_opt, tape, alpha_loss, [self.log_alpha], self.config.clip_norm, "alpha")

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from explorer.config import LearnerConfig
-from explorer.core import ACTION_DIM
+from explorer.core import N_AXES, TRIGGERS, action_dim
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 
@@ -36,54 +36,56 @@ def build_encoder(obs_shape: tuple[int, ...], filters: tuple[int, ...], feature:
     return keras.Model(x_in, x, name=name)
 
 
-def actor_outputs(config: LearnerConfig) -> int:
-    """Width of the actor's output: a pre-tanh mean per axis, and for SAC a log-std per axis."""
-    return 2 * ACTION_DIM if config.algo == "sac" else ACTION_DIM
+def actor_outputs(config: LearnerConfig, dim: int = N_AXES) -> int:
+    """Width of the actor's output for ``dim``-wide actions: a pre-tanh mean per axis (button outputs
+    included), and for SAC a log-std per axis."""
+    return 2 * dim if config.algo == "sac" else dim
 
 
-def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig) -> keras.Model:
+def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig, dim: int = N_AXES) -> keras.Model:
     """The actor after its encoder: ``(float32[feature], float32[ctx])`` -> pre-tanh outputs."""
     f_in = keras.Input([feature], name="features")
     ctx_in = keras.Input([ctx_dim], name="context")
     h = keras.layers.Concatenate()([f_in, ctx_in])
     h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
     h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
-    y = keras.layers.Dense(actor_outputs(config),
+    y = keras.layers.Dense(actor_outputs(config, dim),
                            kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
                            name="actor_out")(h)
     return keras.Model([f_in, ctx_in], y, name="actor_head")
 
 
-def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig) -> keras.Model:
+def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig, dim: int = N_AXES) -> keras.Model:
     """The actor with an encoder of its own: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh outputs."""
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
     h = build_encoder(obs_shape, config.filters, config.feature, config.seed + 100, "actor_encoder")(obs_in)
-    y = build_actor_head(config.feature, ctx_dim, config)([h, ctx_in])
+    y = build_actor_head(config.feature, ctx_dim, config, dim)([h, ctx_in])
     return keras.Model([obs_in, ctx_in], y, name="actor")
 
 
 def build_policy_net(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig,
-                     encoder: keras.Model | None = None) -> tuple[keras.Model, keras.Model]:
+                     encoder: keras.Model | None = None, dim: int = N_AXES) -> tuple[keras.Model, keras.Model]:
     """``(actor, policy_net)``: what the actor loss trains, and the whole ``(obs, ctx) -> outputs`` model.
 
     With ``config.shared_encoder`` the policy is ``encoder`` (the critic's) followed by an actor
     head, and the actor loss trains the head only; otherwise both are one model.
     """
     if not config.shared_encoder:
-        actor = build_actor(obs_shape, ctx_dim, config)
+        actor = build_actor(obs_shape, ctx_dim, config, dim)
         return actor, actor
     assert encoder is not None, "a shared-encoder policy needs the critic's encoder"
-    head = build_actor_head(config.feature, ctx_dim, config)
+    head = build_actor_head(config.feature, ctx_dim, config, dim)
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
     return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), ctx_in]), name="policy")
 
 
-def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str) -> keras.Model:
-    """Twin Q heads: ``(features, action, context)`` -> ``float32[2]``."""
+def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str,
+                dim: int = N_AXES) -> keras.Model:
+    """Twin Q heads: ``(features, float32[dim] action, context)`` -> ``float32[2]``."""
     f_in = keras.Input([feature])
-    a_in = keras.Input([ACTION_DIM])
+    a_in = keras.Input([dim])
     c_in = keras.Input([ctx_dim])
     x = keras.layers.Concatenate()([f_in, a_in, c_in])
     qs = []
@@ -102,33 +104,51 @@ def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16
     """
     encoder = build_encoder(obs_shape, filters, feature, seed, f"{name}_encoder")
     inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
-    axes = keras.layers.Dense(ACTION_DIM, activation="tanh", name="axes",
+    axes = keras.layers.Dense(N_AXES, activation="tanh", name="axes",
                               kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=seed))(encoder(inputs))
     return keras.Model(inputs, axes, name=name)
 
 
 class StickRange:
-    """Where the policy's squashed outputs land: ``[-1, 1]`` per axis mapped linearly onto ``[action_low, action_high]``.
+    """Where the policy's squashed outputs land, and how its buttons are sent.
 
-    ``prior`` is ``action_prior`` in squashed units (its place in the range, mapped onto [-1, 1]).
-    Calling it maps squashed values (numpy arrays or tensors) to stick values; with the full
-    range [-1, 1] on every axis it returns its input unchanged.
+    Sticks: ``[-1, 1]`` per axis mapped linearly onto ``[action_low, action_high]``. Buttons (one
+    output each after the four axes, ``buttons`` names them) keep the full range with a prior of 0
+    (pressed half the time before learning); :meth:`press` sends each as pressed (1) or released
+    (-1). ``prior`` is ``action_prior`` in squashed units (its place in the range, mapped onto
+    [-1, 1]). Calling it maps squashed values (numpy arrays or tensors) to action values; with the
+    full range [-1, 1] on every stick axis it returns its input unchanged.
     """
 
-    def __init__(self, config: LearnerConfig):
-        low, high = np.asarray(config.action_low, np.float64), np.asarray(config.action_high, np.float64)
+    def __init__(self, config: LearnerConfig, buttons: tuple[str, ...] = ()):
+        n = len(buttons)
+        low = np.concatenate([np.asarray(config.action_low, np.float64), -np.ones(n)])
+        high = np.concatenate([np.asarray(config.action_high, np.float64), np.ones(n)])
+        self.buttons = tuple(buttons)
+        self.dim = action_dim(self.buttons)
         self.full = bool(np.all(low == -1.0) and np.all(high == 1.0))
         self.low, self.half = low.astype(np.float32), ((high - low) / 2).astype(np.float32)
-        self.prior = ((np.asarray(config.action_prior, np.float64) - low) / (high - low) * 2 - 1).astype(np.float32)
+        prior = np.concatenate([np.asarray(config.action_prior, np.float64), np.zeros(n)])
+        self.prior = ((prior - low) / (high - low) * 2 - 1).astype(np.float32)
+        # 1 where an output is a button (pressed or released); sticks and triggers stay continuous
+        self._binary = np.array([0.0] * N_AXES + [0.0 if b in TRIGGERS else 1.0 for b in self.buttons], np.float32)
 
     def __call__(self, squashed: Any) -> Any:
         return squashed if self.full else self.low + (squashed + 1.0) * self.half
+
+    def press(self, action: tf.Tensor) -> tf.Tensor:
+        """Buttons as the pad sends them, 1 or -1, for the critic; the gradient is the continuous
+        output's (straight-through), so the actor loss reaches the button heads."""
+        if not self._binary.any():
+            return action
+        sent = tf.where(action > 0, 1.0, -1.0)
+        return action + tf.stop_gradient((sent - action) * self._binary)
 
     def prior_offset(self, algo: str) -> tf.Tensor:
         """``atanh(prior)`` added to the actor's pre-tanh means (zeros after them for SAC's log-stds)."""
         prior = np.arctanh(self.prior)
         if algo == "sac":
-            prior = np.concatenate([prior, np.zeros(ACTION_DIM, np.float32)])
+            prior = np.concatenate([prior, np.zeros(self.dim, np.float32)])
         return tf.constant(prior, tf.float32)
 
 

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from explorer.config import NoveltyConfig
+from explorer.core import N_AXES
 
 _EPS = 1e-8
 
@@ -166,8 +167,10 @@ class Novelty:
 
     name = "base"
 
-    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
         self.config = config
+        self.action_dim = action_dim  # the four sticks and the policy's buttons
         self.frame_shape = tuple(int(s) for s in frame_shape)
         self.channels = self.frame_shape[-1]
         self.stack = stack
@@ -175,7 +178,7 @@ class Novelty:
         self.mean = tf.Variable(1.0, trainable=False, name="novelty_mean")
         self.var = tf.Variable(0.0, trainable=False, name="novelty_var")
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="novelty_steps")
-        sig = [tf.TensorSpec(obs_shape, tf.uint8), tf.TensorSpec([4], tf.float32), tf.TensorSpec(obs_shape, tf.uint8)]
+        sig = [tf.TensorSpec(obs_shape, tf.uint8), tf.TensorSpec([action_dim], tf.float32), tf.TensorSpec(obs_shape, tf.uint8)]
         self._reward_fn = tf.function(self._reward, input_signature=sig, reduce_retracing=True)
         self._reset_fn = tf.function(self._reset, input_signature=[tf.TensorSpec(obs_shape, tf.uint8)])
 
@@ -250,7 +253,8 @@ class EpisodicNovelty(Novelty):
 
     name = "episodic"
 
-    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
         if config.embedding == "histogram":
             self.embed = histogram_embedding(tuple(frame_shape), config.histogram_bins, name="episodic_embed")
         else:
@@ -270,10 +274,11 @@ class EpisodicNovelty(Novelty):
             self.inverse = keras.Sequential([
                 keras.Input([2 * dim]),
                 keras.layers.Dense(128, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 2)),
-                keras.layers.Dense(4, activation="tanh", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 3)),
+                keras.layers.Dense(action_dim, activation="tanh",
+                                   kernel_initializer=keras.initializers.GlorotUniform(config.seed + 3)),
             ], name="inverse_head")
             self.optimizer = keras.optimizers.Adam(config.learning_rate)
-        super().__init__(config, frame_shape, stack)
+        super().__init__(config, frame_shape, stack, action_dim)
 
     def _embed(self, frame: tf.Tensor) -> tf.Tensor:
         e = self.embed(frame[None], training=False)[0]
@@ -364,10 +369,11 @@ class PixelNovelty(Novelty):
 
     name = "pixel"
 
-    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
         self.recent = tf.Variable(tf.zeros([config.pixel_window, *frame_shape], tf.uint8), trainable=False, name="pixel_recent")
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="pixel_count")
-        super().__init__(config, frame_shape, stack)
+        super().__init__(config, frame_shape, stack, action_dim)
 
     def _push(self, frame: tf.Tensor) -> None:
         ring_write(self.recent, self.count, frame)
@@ -392,11 +398,12 @@ class RNDNovelty(Novelty):
 
     name = "rnd"
 
-    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
         self.target = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled=False, name="rnd_target")
         self.predictor = random_cnn(tuple(frame_shape), config.seed + 7, config.embed_dim, pooled=False, name="rnd_predictor")
         self.optimizer = keras.optimizers.Adam(config.learning_rate)
-        super().__init__(config, frame_shape, stack)
+        super().__init__(config, frame_shape, stack, action_dim)
 
     def _error(self, frames: tf.Tensor) -> tf.Tensor:
         return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
@@ -425,16 +432,17 @@ class ForwardNovelty(Novelty):
 
     name = "forward"
 
-    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int):
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
         self.features = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled=False, name="forward_features")
         d = config.embed_dim
         self.model = keras.Sequential([
-            keras.Input([d + 4]),
+            keras.Input([d + action_dim]),
             keras.layers.Dense(256, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(config.seed + 4)),
             keras.layers.Dense(d, kernel_initializer=keras.initializers.GlorotUniform(config.seed + 5)),
         ], name="forward_model")
         self.optimizer = keras.optimizers.Adam(config.learning_rate)
-        super().__init__(config, frame_shape, stack)
+        super().__init__(config, frame_shape, stack, action_dim)
 
     def _error(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         f0 = self.features(self.newest(obs), training=False)
@@ -464,6 +472,8 @@ SIGNALS: dict[str, type[Novelty]] = {
     "episodic": EpisodicNovelty, "pixel": PixelNovelty, "rnd": RNDNovelty, "forward": ForwardNovelty}
 
 
-def make_novelty(config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int) -> Novelty:
-    """The signal ``config.signal`` for frames ``uint8[H, W, C]`` stacked ``stack`` deep."""
-    return SIGNALS[config.signal](config, frame_shape, stack)
+def make_novelty(config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES) -> Novelty:
+    """The signal ``config.signal`` for frames ``uint8[H, W, C]`` stacked ``stack`` deep and
+    ``float32[action_dim]`` actions."""
+    return SIGNALS[config.signal](config, frame_shape, stack, action_dim)

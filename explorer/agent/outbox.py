@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.core import ACTION_DIM
+from explorer.core import N_AXES
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Batch:
       frames: ``uint8[F, H, W, C]``.
       obs_ids: ``int32[T, k]``, the observation's frames, oldest first.
       next_ids: ``int32[T, k]``, the observation n decisions later.
-      action: ``float32[T, 4]``. reward: ``float32[T]``, n-step novelty sums.
+      action: ``float32[T, 4 + n]`` (sticks, then buttons). reward: ``float32[T]``, n-step novelty sums.
       discount: ``float32[T]``, 0 where the episode ended.
       ctx: ``float32[T, D]``. next_ctx: ``float32[T, D]``.
       steps: agent steps the worker took while these transitions were written.
@@ -57,11 +57,12 @@ class Batch:
                                                           "discount", "ctx", "next_ctx"))
 
     @classmethod
-    def empty(cls, frame_shape: tuple[int, ...], stack: int, ctx_dim: int, steps: int = 0) -> Batch:
+    def empty(cls, frame_shape: tuple[int, ...], stack: int, ctx_dim: int, steps: int = 0,
+              action_dim: int = N_AXES) -> Batch:
         """No transitions (a worker that has just started, or one that took steps but finished no transition)."""
         ids = np.zeros((0, stack), np.int32)
         ctx = np.zeros((0, ctx_dim), np.float32)
-        return cls(np.zeros((0, *frame_shape), np.uint8), ids, ids.copy(), np.zeros((0, ACTION_DIM), np.float32),
+        return cls(np.zeros((0, *frame_shape), np.uint8), ids, ids.copy(), np.zeros((0, action_dim), np.float32),
                    np.zeros(0, np.float32), np.zeros(0, np.float32), ctx, ctx.copy(), steps)
 
 
@@ -72,13 +73,16 @@ class Outbox:
       frame_shape: ``(H, W, C)``.
       stack: frames per observation ``k``.
       ctx_dim: width of the context.
+      action_dim: width of an action (sticks and buttons).
       keep: frames a transition can reach back from the newest frame written when it is
         added (``2 * stack + (n_step + 1) * action_repeat - 1`` covers every case, an episode
         start included); that many newest frames stay after a batch is taken.
     """
 
-    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, keep: int):
+    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, keep: int,
+                 action_dim: int = N_AXES):
         self.frame_shape = tuple(int(s) for s in frame_shape)
+        self.action_dim = action_dim
         self.stack = stack
         self.ctx_dim = ctx_dim
         self.keep = keep
@@ -113,7 +117,7 @@ class Outbox:
         """
         rows, self._rows = self._rows, []
         if not rows:
-            batch = Batch.empty(self.frame_shape, self.stack, self.ctx_dim, steps)
+            batch = Batch.empty(self.frame_shape, self.stack, self.ctx_dim, steps, self.action_dim)
         else:
             obs = np.stack([r[0] for r in rows])
             nxt = np.stack([r[1] for r in rows])

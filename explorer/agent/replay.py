@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from explorer.config import replay_slots
-from explorer.core import ACTION_DIM, stack_frames
+from explorer.core import N_AXES, stack_frames
 
 if TYPE_CHECKING:
     from explorer.agent.outbox import Batch
@@ -27,7 +27,8 @@ class Replay:
     transition whose frames were overwritten is never sampled.
     """
 
-    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int):
+    def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int,
+                 action_dim: int = N_AXES):
         self.frame_shape = tuple(frame_shape)
         self.stack = stack
         #: frames kept, and transitions kept (one per frame pushed)
@@ -39,7 +40,7 @@ class Replay:
         self.frames.fill(0)
         self.obs_ids = np.zeros((n, stack), np.int64)
         self.next_ids = np.zeros((n, stack), np.int64)
-        self.action = np.zeros((n, ACTION_DIM), np.float32)
+        self.action = np.zeros((n, action_dim), np.float32)  # the four sticks, then the buttons
         self.reward = np.zeros(n, np.float32)
         self.discount = np.zeros(n, np.float32)
         self.ctx = np.zeros((n, ctx_dim), np.float32)

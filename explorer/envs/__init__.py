@@ -30,4 +30,4 @@ def make_env(config: Config) -> DoomEnv | SyntheticEnv:
         from explorer.envs.synthetic import SyntheticEnv
         return SyntheticEnv(config.game, config.observation, config.observation.stack, config.ring.capacity)
     from explorer.envs.doom import DoomEnv
-    return DoomEnv(make_game(config), config.observation.stack, config.ring.capacity)
+    return DoomEnv(make_game(config), config.observation.stack, config.ring.capacity, config.pad.buttons)

@@ -1,6 +1,6 @@
 """The built-in game as an :class:`~explorer.core.Env`: ViZDoom, one engine step per agent step.
 
-Synchronous: :meth:`DoomEnv.step` sends the sticks to the pad bridge, runs
+Synchronous: :meth:`DoomEnv.step` sends the sticks and buttons to the pad bridge, runs
 ``game.frame_skip`` tics and pushes the new frame into the frame ring, as fast
 as the engine runs. Each step's ``info["position"]`` is where the player is, for
 measurement only (coverage); agents never see it.
@@ -25,11 +25,12 @@ class DoomEnv:
       game: the engine (synchronous mode).
       stack: frames per observation ``k``.
       ring_capacity: frames the ring holds (more than ``stack``).
+      buttons: the pad buttons of an action, after its four sticks (``pad.buttons``).
     """
 
-    def __init__(self, game: DoomGame, stack: int, ring_capacity: int):
+    def __init__(self, game: DoomGame, stack: int, ring_capacity: int, buttons: tuple[str, ...] = ()):
         self.game = game
-        self.pad = DoomPad(game)
+        self.pad = DoomPad(game, buttons)
         self.stack = stack
         self.frame_shape = game.shape
         self.ring = FrameRing(ring_capacity, game.shape)

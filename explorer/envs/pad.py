@@ -1,10 +1,13 @@
-"""Pads: where the four stick axes go.
+"""Pads: where the four stick axes and the policy's buttons go.
 
-An action is ``float32[4]`` in [-1, 1], in the order of :data:`AXES`:
-camera x, camera y (right stick by default), walk x, walk y (left stick by
-default). Positive y is up on the stick (forward for walk, look up for camera).
-Every pad has :meth:`Pad.neutral`, which centres both sticks, and
-:func:`neutral_on_exit`, which makes sure it is called however a run ends.
+An action is ``float32[4 + n]`` in [-1, 1]: camera x, camera y (right stick by
+default), walk x, walk y (left stick by default), in the order of :data:`AXES`,
+then one value per button of ``pad.buttons`` (pressed while above 0; a trigger
+pulled by ``max(value, 0)``). Positive y is up on the stick (forward for walk,
+look up for camera). An action of the four sticks alone releases every button.
+Every pad has :meth:`Pad.neutral`, which centres both sticks and releases every
+button and trigger, and :func:`neutral_on_exit`, which makes sure it is called
+however a run ends.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from explorer.config import PadConfig
-from explorer.core import NEUTRAL, ExplorerError, Terminated, clamp
+from explorer.core import N_AXES, NEUTRAL, TRIGGERS, ExplorerError, Terminated, clamp
 
 
 class PadError(ExplorerError):
@@ -29,16 +32,16 @@ class PadError(ExplorerError):
 
 @runtime_checkable
 class Pad(Protocol):
-    """Something that takes stick values."""
+    """Something that takes stick values and buttons."""
 
     def send(self, action: np.ndarray) -> None:
-        """Set the sticks to ``action`` (``float32[4]``, [-1, 1], order :data:`AXES`)."""
+        """Set the sticks and buttons to ``action`` (``float32[4 + n]``, [-1, 1], sticks in the order of :data:`AXES`)."""
 
     def neutral(self) -> None:
-        """Centre both sticks, now."""
+        """Centre both sticks and release every button, now."""
 
     def close(self) -> None:
-        """Centre the sticks and release the device."""
+        """Neutral, and release the device."""
 
 
 class NullPad:
@@ -51,10 +54,26 @@ class NullPad:
         self.last = clamp(action)
 
     def neutral(self) -> None:
-        self.last = NEUTRAL.copy()
+        self.last = np.zeros_like(self.last) if len(self.last) > N_AXES else NEUTRAL.copy()
 
     def close(self) -> None:
         self.neutral()
+
+
+#: ``vgamepad.XUSB_BUTTON`` member of each pad button (the triggers are set by value, not pressed)
+XUSB_NAMES = {"a": "XUSB_GAMEPAD_A", "b": "XUSB_GAMEPAD_B", "x": "XUSB_GAMEPAD_X", "y": "XUSB_GAMEPAD_Y",
+              "lb": "XUSB_GAMEPAD_LEFT_SHOULDER", "rb": "XUSB_GAMEPAD_RIGHT_SHOULDER",
+              "ls": "XUSB_GAMEPAD_LEFT_THUMB", "rs": "XUSB_GAMEPAD_RIGHT_THUMB",
+              "dpad_up": "XUSB_GAMEPAD_DPAD_UP", "dpad_down": "XUSB_GAMEPAD_DPAD_DOWN",
+              "dpad_left": "XUSB_GAMEPAD_DPAD_LEFT", "dpad_right": "XUSB_GAMEPAD_DPAD_RIGHT"}
+
+
+def button_values(action: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` button values of a clamped action; an action of the sticks alone releases them all."""
+    values = np.zeros(n, np.float32)
+    given = action[N_AXES:N_AXES + n]
+    values[:len(given)] = given
+    return values
 
 
 class VGamepadPad:
@@ -62,7 +81,10 @@ class VGamepadPad:
 
     ``vgamepad`` does not clamp float stick values (out-of-range values wrap
     around silently), so every value is clamped here, and ``update()`` follows
-    every change.
+    every change. Buttons of ``pad.buttons`` are pressed (``press_button``) while
+    their value is above 0 and released (``release_button``) otherwise; ``lt``
+    and ``rt`` are pulled by ``max(value, 0)``. :meth:`neutral` resets the whole
+    report: sticks centred, every button released, triggers at rest.
     """
 
     def __init__(self, config: PadConfig | None = None, gamepad: Any = None):
@@ -71,17 +93,32 @@ class VGamepadPad:
             raise PadError(f"pad.camera_stick and pad.walk_stick are both {self.config.camera_stick!r}; give them different sticks")
         self._lock = threading.Lock()
         self.gamepad = gamepad if gamepad is not None else _create_vx360()
+        self._buttons = [self._button(name) for name in self.config.buttons]
 
     def _stick(self, name: str):
         return self.gamepad.right_joystick_float if name == "right" else self.gamepad.left_joystick_float
+
+    def _button(self, name: str) -> Any:
+        """``set(value)`` for one button or trigger of ``pad.buttons``."""
+        pad = self.gamepad
+        if name in TRIGGERS:
+            pull = pad.left_trigger_float if name == "lt" else pad.right_trigger_float
+            return lambda v: pull(value_float=max(float(v), 0.0))
+        import vgamepad  # loaded already: the gamepad is one of its pads
+
+        code = getattr(vgamepad.XUSB_BUTTON, XUSB_NAMES[name])
+        return lambda v: pad.press_button(button=code) if v > 0 else pad.release_button(button=code)
 
     def send(self, action: np.ndarray) -> None:
         a = clamp(action)
         cam_y = -a[1] if self.config.invert_camera_y else a[1]
         walk_y = -a[3] if self.config.invert_walk_y else a[3]
+        buttons = button_values(a, len(self._buttons))
         with self._lock:
             self._stick(self.config.camera_stick)(x_value_float=float(a[0]), y_value_float=float(cam_y))
             self._stick(self.config.walk_stick)(x_value_float=float(a[2]), y_value_float=float(walk_y))
+            for set_button, value in zip(self._buttons, buttons, strict=True):
+                set_button(value)
             self.gamepad.update()
 
     def neutral(self) -> None:

@@ -143,13 +143,16 @@ class Recorder:
       block_s: longest wait in :meth:`add` for a full queue, seconds; None waits as long as
         it takes (for offline writers, never for a real-time loop).
       level: deflate level of the chunks (1 fast .. 9 small).
+      buttons: the pad buttons an action holds after its four sticks (``pad.buttons``), kept in the
+        metadata so that a replay knows which value is which button.
 
     Raises:
       RecorderError: the directory already holds a session, or cannot be written.
     """
 
     def __init__(self, path: str | Path, meta: Mapping[str, Any] | None = None, chunk_frames: int = 64,
-                 queue_chunks: int = 4, block_s: float | None = 1.0, level: int = 1):
+                 queue_chunks: int = 4, block_s: float | None = 1.0, level: int = 1,
+                 buttons: tuple[str, ...] = ()):
         if chunk_frames < 1:
             raise ValueError(f"chunk_frames must be at least 1, got {chunk_frames}")
         self.path = Path(path)
@@ -161,8 +164,9 @@ class Recorder:
         self.meta: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "status": "recording", "chunk_frames": self.chunk_frames,
             "frame_shape": None, "created_wall": time.time(), "created_monotonic": time.monotonic(),
-            "versions": library_versions(), "meta": dict(meta or {}),
+            "versions": library_versions(), "buttons": list(buttons), "meta": dict(meta or {}),
         }
+        self._width = 4 + len(buttons)  # the four sticks, then the buttons
         try:
             json.dumps(self.meta)
         except TypeError as err:
@@ -203,8 +207,8 @@ class Recorder:
 
         Args:
           frame: ``uint8[H, W, C]`` (numpy array or tensor), the same shape every step.
-          action: ``float32[4]`` stick values sent after seeing ``frame``; None when unknown
-            (a person played), stored as NaN.
+          action: ``float32[4 + n]`` stick values and buttons sent after seeing ``frame``; None when
+            unknown (a person played), stored as NaN.
           reward: the novelty reward that action earned; None when not computed.
           first: this step opens an episode.
           last: this step closes an episode (its action and reward are not used).
@@ -230,8 +234,9 @@ class Recorder:
         act = None
         if action is not None:
             act = np.asarray(action, np.float32).reshape(-1)
-            if act.shape != (4,):
-                raise RecorderError(f"an action has 4 stick axes, got shape {np.shape(action)}")
+            if act.shape != (self._width,):
+                raise RecorderError(f"an action of this session has the 4 stick axes and the buttons "
+                                    f"{self.meta['buttons']}: {self._width} values, got shape {np.shape(action)}")
         item = (self.steps, float(t), array, act, None if reward is None else float(reward), bool(first), bool(last),
                 decision)
         try:
@@ -434,7 +439,7 @@ class LoopRecorder:
         """The loop sent ``action`` on the held frame, earned ``reward`` and saw ``next_frame``.
 
         Args:
-          action: ``float32[4]`` sent.
+          action: ``float32[4 + n]`` sent (sticks, then buttons).
           reward: novelty of ``next_frame`` (None when the agent computes none).
           next_frame: ``uint8[H, W, C]``, the newest frame after the tick.
           last: ``next_frame`` ended the episode (it is recorded as the episode's last step).

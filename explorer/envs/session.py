@@ -134,7 +134,7 @@ def _parse_line(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(rec, dict) or not {"i", "t", "a", "r", "first", "last"} <= rec.keys():
         return None
     a = rec["a"]
-    if a is not None and (not isinstance(a, list) or len(a) != 4):
+    if a is not None and (not isinstance(a, list) or len(a) < 4):
         return None
     return rec
 
@@ -229,6 +229,8 @@ class Session:
         self.chunk_frames = int(meta["chunk_frames"])
         shape = meta.get("frame_shape")
         self.frame_shape: tuple[int, ...] | None = tuple(shape) if shape else None
+        #: pad buttons after the four sticks of each action (sessions recorded before buttons have none)
+        self.buttons: tuple[str, ...] = tuple(meta.get("buttons") or ())
         self._problems: list[str] = []
         self._scan()
 
@@ -402,13 +404,24 @@ class Session:
                 yield StepArrays(
                     index=np.fromiter((r["i"] for r in recs), np.int64, n),
                     t=np.fromiter((r["t"] for r in recs), np.float64, n),
-                    action=np.array([r["a"] if r["a"] is not None else [np.nan] * 4 for r in recs],
-                                    dtype=np.float32).reshape(n, 4).copy(),
+                    action=self._actions(recs),
                     reward=np.array([np.nan if r["r"] is None else r["r"] for r in recs], np.float32).reshape(n),
                     first=np.fromiter((bool(r["first"]) for r in recs), bool, n),
                     last=np.fromiter((bool(r["last"]) for r in recs), bool, n),
                     decision=np.fromiter((bool(r.get("d", True)) for r in recs), bool, n),
                 )
+
+    def _actions(self, recs: list[dict[str, Any]]) -> np.ndarray:
+        """``float32[n, 4 + len(buttons)]`` of step records; NaN where no action was recorded."""
+        width = 4 + len(self.buttons)
+        out = np.full((len(recs), width), np.nan, np.float32)
+        for j, r in enumerate(recs):
+            if r["a"] is not None:
+                if len(r["a"]) != width:
+                    raise _bad(self.path / STEPS, f"step {r['i']} has {len(r['a'])} action values; this session's "
+                               f"actions have {width} (4 sticks and the buttons {list(self.buttons)})")
+                out[j] = r["a"]
+        return out
 
     def iter_chunks(self) -> Iterator[tuple[np.ndarray, StepArrays]]:
         """``(frames uint8[n, H, W, C], StepArrays)`` per chunk, in order, one chunk in memory at a time."""
@@ -480,11 +493,26 @@ class Session:
           drop_remainder: drop a last batch smaller than ``batch_size``.
 
         Returns:
-          Batches of ``{"obs": uint8[B, k, H, W, C], "action": float32[B, 4], "reward": float32[B],
+          Batches of ``{"obs": uint8[B, k, H, W, C], "action": float32[B, 4 + n], "reward": float32[B],
           "next_obs": uint8[B, k, H, W, C], "first": bool[B], "last": bool[B], "index": int64[B]}``.
         """
         return sessions_dataset([self], stack, batch_size, shuffle=shuffle, repeat=repeat, seed=seed,
                                 drop_remainder=drop_remainder)
+
+
+def remap_actions(action: np.ndarray, have: Sequence[str], want: Sequence[str]) -> np.ndarray:
+    """Recorded actions ``float32[n, 4 + len(have)]`` in the layout of ``want``: the sticks as they
+    were, each button of ``want`` as recorded, or released (-1) where the session did not hold it
+    (a session recorded before buttons, or with other buttons). Rows without an action stay NaN."""
+    if tuple(have) == tuple(want):
+        return action
+    out = np.full((len(action), 4 + len(want)), -1.0, np.float32)
+    out[:, :4] = action[:, :4]
+    for i, name in enumerate(want):
+        if name in have:
+            out[:, 4 + i] = action[:, 4 + list(have).index(name)]
+    out[np.isnan(action).any(axis=1)] = np.nan
+    return out
 
 
 def _fields(s: StepArrays) -> tuple[np.ndarray, ...]:
@@ -497,7 +525,8 @@ def open_sessions(paths: Iterable[str | Path | Session]) -> list[Session]:
 
 
 def _pools(sessions: Sequence[Session], stack: int, batch_size: int, shuffle: int,
-           rng: np.random.Generator, drop_remainder: bool) -> Iterator[dict[str, np.ndarray]]:
+           rng: np.random.Generator, drop_remainder: bool,
+           buttons: tuple[str, ...] = ()) -> Iterator[dict[str, np.ndarray]]:
     """Pools of transitions for :func:`sessions_dataset`: a run of consecutive frames and index stacks into it.
 
     Each pool holds a multiple of ``batch_size`` transitions (the very last may
@@ -512,7 +541,7 @@ def _pools(sessions: Sequence[Session], stack: int, batch_size: int, shuffle: in
         rows = 0  # rows buffered
         pending: list[np.ndarray] = []  # session rows of transitions not yet emitted
 
-        def emit(final: bool) -> dict[str, np.ndarray] | None:
+        def emit(final: bool, have: tuple[str, ...] = session.buttons) -> dict[str, np.ndarray] | None:
             nonlocal frames, steps, base, rows, pending
             src = np.concatenate(pending) if pending else np.zeros(0, np.int64)
             if shuffle:
@@ -527,7 +556,8 @@ def _pools(sessions: Sequence[Session], stack: int, batch_size: int, shuffle: in
             local = out_src - base
             idx = stack_index(st.first, stack)
             pool = {"frames": f, "obs_idx": idx[local].astype(np.int32), "next_idx": idx[local + 1].astype(np.int32),
-                    "action": st.action[local], "reward": st.reward[local], "first": st.first[local],
+                    "action": remap_actions(st.action[local], have, buttons), "reward": st.reward[local],
+                    "first": st.first[local],
                     "last": st.last[local + 1], "index": st.index[local]}
             # Keep the rows that later transitions (and their stacks) still need.
             oldest = base + rows - 1  # the newest row waits for its successor
@@ -565,12 +595,15 @@ def _pools(sessions: Sequence[Session], stack: int, batch_size: int, shuffle: in
 
 
 def sessions_dataset(sessions: Iterable[str | Path | Session], stack: int, batch_size: int, shuffle: int = 0,
-                     repeat: bool = False, seed: int | None = None, drop_remainder: bool = False) -> Any:
+                     repeat: bool = False, seed: int | None = None, drop_remainder: bool = False,
+                     buttons: Sequence[str] | None = None) -> Any:
     """Transitions of several sessions, one after another, as a batched, prefetched ``tf.data.Dataset``.
 
     All sessions must share a frame shape. See :meth:`Session.dataset` for the
     arguments and batches. With ``shuffle``, transitions are shuffled within
     pools of at least ``shuffle`` consecutive transitions (memory: those frames).
+    Actions come in the layout of ``buttons`` (see :func:`remap_actions`); None
+    keeps the sessions' own, which must then be the same in every session.
 
     Raises:
       SessionError: no session holds frames, or the frame shapes differ.
@@ -585,17 +618,22 @@ def sessions_dataset(sessions: Iterable[str | Path | Session], stack: int, batch
         raise SessionError("sessions have different frame shapes: " + ", ".join(
             f"{s.path} {list(s.frame_shape or ())}" for s in sessions))
     h, w, c = next(iter(shapes))
+    layouts = {s.buttons for s in sessions}
+    if buttons is None and len(layouts) > 1:
+        raise SessionError(f"sessions hold different pad buttons {sorted(map(list, layouts))}; pass buttons= to "
+                           "read them all in one layout")
+    want = tuple(buttons) if buttons is not None else layouts.pop()
     if stack < 1 or batch_size < 1:
         raise ValueError(f"stack and batch_size must be positive, got {stack} and {batch_size}")
     rng = np.random.default_rng(seed)
 
     def pools() -> Iterator[dict[str, np.ndarray]]:
-        return _pools(sessions, stack, batch_size, shuffle, rng, drop_remainder)
+        return _pools(sessions, stack, batch_size, shuffle, rng, drop_remainder, want)
 
     index = tf.TensorSpec([None, stack], tf.int32)
     signature = {
         "frames": tf.TensorSpec([None, h, w, c], tf.uint8), "obs_idx": index, "next_idx": index,
-        "action": tf.TensorSpec([None, 4], tf.float32), "reward": tf.TensorSpec([None], tf.float32),
+        "action": tf.TensorSpec([None, 4 + len(want)], tf.float32), "reward": tf.TensorSpec([None], tf.float32),
         "first": tf.TensorSpec([None], tf.bool), "last": tf.TensorSpec([None], tf.bool),
         "index": tf.TensorSpec([None], tf.int64),
     }
@@ -635,7 +673,8 @@ class SessionEnv:
     """Recorded sessions as an :class:`~explorer.core.Env`: their frames in order, through a frame ring.
 
     Actions sent to it are ignored; each step's ``info`` holds what was recorded for the frame
-    the step returns: ``action`` (``float32[4]``, NaN where unknown), ``reward``, and the
+    the step returns: ``action`` (``float32[4 + n]`` in the layout of ``buttons``, see
+    :func:`remap_actions`; NaN where unknown), ``reward``, and the
     decision flags ``starts`` (the action is a new decision) and ``ends`` (the decision ends
     with this step: the next step starts a new one, or the episode ends). An episode ends at a
     ``last`` step, or where a session stops before one (a crash): that step is given as last.
@@ -645,9 +684,10 @@ class SessionEnv:
       sessions: the sessions, one frame shape.
       stack: frames per observation ``k``.
       ring_capacity: frames the ring holds (more than ``stack``).
+      buttons: the pad buttons of the actions it gives (``pad.buttons``).
     """
 
-    def __init__(self, sessions: Sequence[Session], stack: int, ring_capacity: int):
+    def __init__(self, sessions: Sequence[Session], stack: int, ring_capacity: int, buttons: tuple[str, ...] = ()):
         from explorer.envs.ring import FrameRing
 
         shapes = {s.frame_shape for s in sessions if s.frame_shape is not None}
@@ -657,6 +697,7 @@ class SessionEnv:
             raise SessionError(f"no frames in {', '.join(str(s.path) for s in sessions)}")
         self.sessions = list(sessions)
         self.stack = stack
+        self.buttons = tuple(buttons)
         self.frame_shape: tuple[int, int, int] = tuple(shapes.pop())  # type: ignore[assignment]
         self.ring = FrameRing(ring_capacity, self.frame_shape)
         self.steps = 0
@@ -668,8 +709,9 @@ class SessionEnv:
         for s in self.sessions:
             prev: tuple[np.ndarray, Step] | None = None
             for frames, arrays in s.iter_chunks():
+                actions = remap_actions(arrays.action, s.buttons, self.buttons)
                 for j in range(len(arrays)):
-                    row = Step(int(arrays.index[j]), float(arrays.t[j]), arrays.action[j], float(arrays.reward[j]),
+                    row = Step(int(arrays.index[j]), float(arrays.t[j]), actions[j], float(arrays.reward[j]),
                                bool(arrays.first[j]), bool(arrays.last[j]), bool(arrays.decision[j]))
                     if prev is not None:
                         yield prev[0], prev[1], prev[1].last or row.first

@@ -20,7 +20,10 @@ Pad buttons reach the engine's binary buttons, in the order of :data:`BUTTONS`
 (see :data:`ENGINE_BUTTONS`): A is ``USE``, which opens doors, presses switches
 and rides lifts. Doom acts on a press, not on a held button: holding A uses
 once; pressing again on a door that is still opening sends it back down.
-Other pad buttons are left unmapped on purpose: ``ATTACK`` (RT) spends ammunition, wakes
+The pad bridge takes actions of the four sticks and the buttons of
+``pad.buttons``; a button of that list the engine does not take is unbound, as a
+button a game has no use for: pressing it does nothing. Other pad buttons are
+left unmapped on purpose: ``ATTACK`` (RT) spends ammunition, wakes
 monsters and changes the picture without moving (novelty for nothing), and
 ``SPEED`` (clicking the left stick) does nothing here, because the delta
 controls set the speed (``move_scale``); ``JUMP`` and ``CROUCH`` are not part of
@@ -46,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
-from explorer.core import NEUTRAL, ExplorerError, clamp
+from explorer.core import N_AXES, NEUTRAL, ExplorerError, clamp
 from explorer.envs import doom_process
 from explorer.envs.screen import observation_shape, to_observation
 from explorer.envs.wad import Wad, WadError, read_wad
@@ -273,13 +276,30 @@ class DoomPad:
 
     Button names are those of :data:`BUTTONS`; sticks and buttons are applied
     together on every engine step until changed.
+
+    Args:
+      game: the engine.
+      buttons: the pad buttons of an action after its four sticks (``pad.buttons``): :meth:`send`
+        presses each the engine takes while its value is above 0 and releases it otherwise (an
+        action of the sticks alone releases them); buttons the engine does not take are unbound.
+        Empty: :meth:`send` sets the sticks only, and buttons change through :meth:`press`,
+        :meth:`release` and :meth:`send_buttons`.
     """
 
-    def __init__(self, game: DoomGame):
+    def __init__(self, game: DoomGame, buttons: tuple[str, ...] = ()):
         self.game = game
+        self.buttons = tuple(buttons)
+        # (index into the action, index into the engine's buttons) of every bound button
+        self._bound = [(N_AXES + i, BUTTONS.index(name)) for i, name in enumerate(self.buttons) if name in BUTTONS]
 
     def send(self, action: np.ndarray) -> None:
-        self.game.action = clamp(action)  # one reference swap: the engine thread never sees half an action
+        a = clamp(action)
+        if self.buttons:
+            values = RELEASED.copy()
+            for i, j in self._bound:
+                values[j] = 1.0 if i < len(a) and a[i] > 0 else 0.0
+            self.game.buttons = values  # one reference swap: the engine thread never sees half the buttons
+        self.game.action = a[:N_AXES]  # one reference swap: the engine thread never sees half an action
 
     def send_buttons(self, states: Mapping[str, bool] | np.ndarray) -> None:
         """Set every button at once.

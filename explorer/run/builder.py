@@ -21,7 +21,7 @@ from explorer.agent.networks import StickRange, build_encoder, build_policy_net
 from explorer.agent.novelty import Novelty, make_novelty
 from explorer.agent.replay import Replay
 from explorer.config import Config
-from explorer.core import Actor, ExplorerError
+from explorer.core import Actor, ExplorerError, action_dim
 
 
 @dataclass
@@ -71,18 +71,19 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     lc, k = config.learner, config.observation.stack
     h, w, c = (int(s) for s in frame_shape)
     stacked = (h, w, k * c)
-    novelty = make_novelty(config.novelty, (h, w, c), k)
-    context = Context(lc.context, config.game.episode_steps)
-    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed)
-    learner = Learner(lc, stacked, context.dim, replay, novelty)
+    buttons = config.pad.buttons
+    novelty = make_novelty(config.novelty, (h, w, c), k, action_dim(buttons))
+    context = Context(lc.context, config.game.episode_steps, action_dim(buttons))
+    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons))
+    learner = Learner(lc, stacked, context.dim, replay, novelty, buttons)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
     if acting_copy:
         encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-        policy_net = build_policy_net(stacked, context.dim, lc, encoder)[1]
+        policy_net = build_policy_net(stacked, context.dim, lc, encoder, action_dim(buttons))[1]
         policy_net.set_weights(learner.get_weights())
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
-                          deterministic=deterministic)
+                          deterministic=deterministic, buttons=buttons)
     actor.warm_up()
     return Agent(actor, learner, replay, adder, novelty, context)
 
@@ -106,26 +107,28 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     lc, k = config.learner, config.observation.stack
     h, w, c = (int(s) for s in frame_shape)
     stacked = (h, w, k * c)
-    novelty = make_novelty(config.novelty, (h, w, c), k)
-    context = Context(lc.context, config.game.episode_steps)
+    buttons = config.pad.buttons
+    novelty = make_novelty(config.novelty, (h, w, c), k, action_dim(buttons))
+    context = Context(lc.context, config.game.episode_steps, action_dim(buttons))
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
     encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-    policy_net = build_policy_net(stacked, context.dim, lc, encoder)[1]
-    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder)
+    policy_net = build_policy_net(stacked, context.dim, lc, encoder, action_dim(buttons))[1]
+    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=buttons)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
 
 
 def build_baseline(config: Config) -> Actor:
     """The random baseline ``run.agent`` names: ``random`` (uniform sticks every step), ``sticky``
-    (held for ``run.sticky_steps``) or ``sticky_prior`` (held, moved by the prior, on the stick range)."""
-    run = config.run
+    (held for ``run.sticky_steps``) or ``sticky_prior`` (held, moved by the prior, on the stick range);
+    each presses the policy's buttons (``pad.buttons``) at random, half the time."""
+    run, buttons = config.run, config.pad.buttons
     if run.agent == "random":
-        return RandomActor(run.seed)
+        return RandomActor(run.seed, buttons=buttons)
     if run.agent == "sticky":
-        return RandomActor(run.seed, sticky_steps=run.sticky_steps)
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps, buttons=buttons)
     if run.agent == "sticky_prior":
-        return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner))
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner, buttons))
     raise ValueError(f"run.agent = {run.agent!r} is not a baseline")
 
 

@@ -137,7 +137,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
         stack.callback(bar.close)
         MetricsLog(run, config.run.log_every, lambda: done[0], coverage,
-                   episode_info=lambda: {"outcome": env.outcome}).attach(driver)
+                   episode_info=lambda: {"outcome": env.outcome}, buttons=config.pad.buttons).attach(driver)
         driver.on_step(lambda t: bar.update(1))
         driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
                                                     last20=f"{coverage.coverage.recent_mean():.1f}"))

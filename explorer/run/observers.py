@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from explorer.config import Config, LearnerConfig
-from explorer.core import AXES, Learner, Step
+from explorer.core import Learner, Step, action_stats
 from explorer.run.coverage import Coverage as CellCoverage
 from explorer.run.driver import Driver, Transition
 from explorer.run.rundir import RunDir
@@ -94,11 +94,13 @@ class MetricsLog:
       every: agent steps between lines.
       done: agent steps so far (over resumptions).
       coverage: cells per episode, when the env reports positions.
+      buttons: the pad buttons of the actions (``pad.buttons``), for their press rates.
     """
 
     def __init__(self, run: RunDir, every: int, done: Callable[[], int], coverage: Coverage | None = None,
-                 episode_info: Callable[[], dict[str, Any]] | None = None):
+                 episode_info: Callable[[], dict[str, Any]] | None = None, buttons: tuple[str, ...] = ()):
         self.run = run
+        self.buttons = buttons
         self.every = every
         self.done = done
         self.coverage = coverage
@@ -122,9 +124,7 @@ class MetricsLog:
         means = {k: float(np.mean(v)) for k, v in self.window.items()}
         stats: dict[str, float] = {}
         if self.actions:
-            a = np.stack(self.actions)
-            stats = {f"action/mean_{axis}": float(m) for axis, m in zip(AXES, a.mean(0), strict=True)}
-            stats |= {f"action/abs_{axis}": float(m) for axis, m in zip(AXES, np.abs(a).mean(0), strict=True)}
+            stats = action_stats(np.stack(self.actions), self.buttons)
         if self.coverage is not None:
             stats["coverage/distinct_cells"] = len(self.coverage.coverage.all_cells)
         self.run.log({"step": step, **means, **stats})
@@ -187,11 +187,12 @@ class SessionRecorder:
     Writes happen on the recorder's own thread; the step costs a frame copy.
     """
 
-    def __init__(self, path: Path, meta: dict[str, Any], chunk_frames: int, decisions: Callable[[], bool | None]):
+    def __init__(self, path: Path, meta: dict[str, Any], chunk_frames: int, decisions: Callable[[], bool | None],
+                 buttons: tuple[str, ...] = ()):
         from explorer.envs.recorder import LoopRecorder, Recorder
 
         self.path = path
-        self.recorder = LoopRecorder(Recorder(path, meta, chunk_frames=chunk_frames))
+        self.recorder = LoopRecorder(Recorder(path, meta, chunk_frames=chunk_frames, buttons=buttons))
         self.decisions = decisions
 
     def attach(self, driver: Driver) -> None:
@@ -224,4 +225,4 @@ def open_recorder(config: Config, run_path: Path, source: str, decisions: Callab
     path = Path(config.record.dir) / (name or run_path.name)
     info = {"source": source, "run_dir": str(run_path), "config": config.to_dict(),
             "episode_steps": config.game.episode_steps, **meta}
-    return SessionRecorder(path, info, config.record.chunk_frames, decisions or (lambda: None))
+    return SessionRecorder(path, info, config.record.chunk_frames, decisions or (lambda: None), config.pad.buttons)

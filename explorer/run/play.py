@@ -66,7 +66,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             checks.append(game.check)
             _wait_for_window(config.capture.window_title if config.capture.source == "window" else "")
             if pad is None and not dry_run:
-                pad = DoomPad(game)
+                pad = DoomPad(game, config.pad.buttons)
         screen = screen if screen is not None else make_screen(config.capture, config.observation)
         run = stack.enter_context(RunDir(config.run.dir, "play", config))
         kept.run_dir = run.path

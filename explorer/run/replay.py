@@ -25,7 +25,7 @@ import numpy as np
 from explorer.agent.actor import LearningActor, RecordedActor
 from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
 from explorer.config import Config, check_replay
-from explorer.core import AXES, Step, Stopped
+from explorer.core import Step, Stopped, action_names
 from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
 from explorer.files import atomic_save, atomic_write
 from explorer.run.driver import Controls, Driver, Transition
@@ -127,7 +127,7 @@ def _replay_train(config: Config, sessions: list[Session], run_path: Path, epoch
                 if left is not None and left <= 0:
                     stopped_by = "steps"
                     break
-                env = SessionEnv(sessions, config.observation.stack, config.ring.capacity)
+                env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
                 driver = Driver(env, RecordedActor(agent.actor), signals.controls)
                 driver.on_step(trainer)
                 driver.on_step(on_step)
@@ -263,7 +263,8 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
             rows["novelty"].append(t.metrics["novelty"])
 
     with stop_on_signals(Controls(), Kept(run_dir=run_path)) as signals:  # Ctrl-C: evaluate what was seen so far
-        driver = Driver(SessionEnv(sessions, config.observation.stack, config.ring.capacity), actor, signals.controls)
+        env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
+        driver = Driver(env, actor, signals.controls)
         driver.on_step(on_step)
         stopped_by = driver.run().stopped_by
     if not rows["policy"]:
@@ -275,14 +276,16 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
     nov = np.asarray(rows["novelty"], np.float32)
     firsts = np.asarray(rows["first"])
     known = ~np.isnan(ra).any(axis=1)
+    names = action_names(config.pad.buttons)
     summary: dict[str, Any] = {"transitions": len(pa), "sessions": [str(s.path) for s in sessions],
-                               "policy_action_mean": dict(zip(AXES, pa.mean(0).tolist(), strict=True)),
-                               "policy_action_std": dict(zip(AXES, pa.std(0).tolist(), strict=True)),
+                               "policy_action_mean": dict(zip(names, pa.mean(0).tolist(), strict=True)),
+                               "policy_action_std": dict(zip(names, pa.std(0).tolist(), strict=True)),
                                "recorded_actions": int(known.sum()), "stopped_by": stopped_by}
     if known.any():
         err = pa[known] - ra[known]
-        summary["action_mse"] = dict(zip(AXES, np.mean(err**2, 0).tolist(), strict=True))
-        summary["action_sign_agreement"] = dict(zip(AXES, np.mean(np.sign(pa[known]) == np.sign(ra[known]), 0).tolist(), strict=True))
+        summary["action_mse"] = dict(zip(names, np.mean(err**2, 0).tolist(), strict=True))
+        agree = np.mean(np.sign(pa[known]) == np.sign(ra[known]), 0)
+        summary["action_sign_agreement"] = dict(zip(names, agree.tolist(), strict=True))
     if np.isfinite(rr).any():
         summary["recorded_reward_mean"] = float(np.nanmean(rr))
     if len(nov):

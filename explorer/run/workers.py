@@ -38,7 +38,7 @@ import numpy as np
 
 from explorer.agent.outbox import Batch, Outbox
 from explorer.config import Config
-from explorer.core import AXES, ExplorerError
+from explorer.core import ExplorerError, action_dim, action_stats
 from explorer.run.driver import Controls, Driver, Transition
 
 
@@ -118,7 +118,8 @@ class Worker:
         self.config = config
         seed_everything(config.run.seed + 7919 * (index + 1))
         self.env = make_env(config)
-        self.outbox = Outbox(self.env.frame_shape, config.observation.stack, 0, reach_back(config))
+        self.outbox = Outbox(self.env.frame_shape, config.observation.stack, 0, reach_back(config),
+                             action_dim(config.pad.buttons))
         self.agent = build_acting(config, self.env.frame_shape, self.outbox)
         self.outbox.ctx_dim = self.agent.context.dim
         self.controls = Controls()
@@ -193,7 +194,8 @@ class Worker:
             raise WorkerError(f"worker {self.index}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
 
     def _empty(self) -> tuple[Batch, Report]:
-        batch = Batch.empty(self.env.frame_shape, self.config.observation.stack, self.agent.context.dim)
+        batch = Batch.empty(self.env.frame_shape, self.config.observation.stack, self.agent.context.dim,
+                            action_dim=action_dim(self.config.pad.buttons))
         return batch, Report(self.index, self.incarnation, version=self._version, pid=os.getpid(),
                              host=socket.gethostname())
 
@@ -254,9 +256,8 @@ class Worker:
         for k, v in t.metrics.items():
             self._sums[k] = self._sums.get(k, 0.0) + float(v)
         if t.action is not None:
-            for axis, value in zip(AXES, t.action, strict=True):
-                self._sums[f"action/mean_{axis}"] = self._sums.get(f"action/mean_{axis}", 0.0) + float(value)
-                self._sums[f"action/abs_{axis}"] = self._sums.get(f"action/abs_{axis}", 0.0) + abs(float(value))
+            for k, v in action_stats(t.action[None], self.config.pad.buttons).items():
+                self._sums[k] = self._sums.get(k, 0.0) + v
         self._count += 1
         shipped = self._pack() if self._left == 1 else None
         with self._cond:  # one step under the lock: collect() never sees a batch done but not yet ready

@@ -59,9 +59,9 @@ class FakeScreen:
 class RecordingPad:
     """Records every call: ``calls`` holds ``("send", action)``, ``("neutral", None)``, ``("close", None)``.
 
-    ``state`` is what the sticks are at now (float32[4]). With ``log``, each
-    call is also appended to that text file as it happens (one line: the call
-    and the four values), so a test can read what a killed process did last.
+    ``state`` is what the sticks and buttons are at now (float32[4 + n]). With ``log``,
+    each call is also appended to that text file as it happens (one line: the call
+    and the values), so a test can read what a killed process did last.
     """
 
     def __init__(self, log: str | None = None) -> None:
@@ -76,7 +76,7 @@ class RecordingPad:
             self.calls.append((kind, action))
             self.times.append(time.monotonic())
             if kind != "close":
-                self.state = NEUTRAL.copy() if action is None else action
+                self.state = np.zeros_like(self.state) if action is None else action
             if self._log is not None:
                 values = " ".join(f"{v:.4f}" for v in self.state)
                 self._log.write(f"{kind} {values}\n")

@@ -17,6 +17,7 @@ Production code never imports this module.
 from __future__ import annotations
 
 import ctypes
+import enum
 import importlib.machinery
 import sys
 import types
@@ -76,6 +77,7 @@ class FakeDesktop:
         self.version = 0  # bumped by every change of the picture
         self.lost = False  # Desktop Duplication outputs lost (a mode change in progress)
         self.xinput: dict[int, list[int]] = {}  # slot → [lx, ly, rx, ry]
+        self.xinput_buttons: dict[int, list[int]] = {}  # slot → [wButtons, left trigger, right trigger]
         self.cameras: list[FakeDXCamera] = []
         self.paint()
 
@@ -552,13 +554,35 @@ def fake_vgamepad(desktop: FakeDesktop) -> types.ModuleType:
     module = _module("vgamepad")
     module.__version__ = "0.2.0"  # type: ignore[attr-defined]
 
+    # vgamepad's XUSB_BUTTON, with the values of the real enum (XInput's wButtons bits)
+    XUSB_BUTTON = enum.IntFlag("XUSB_BUTTON", {
+        "XUSB_GAMEPAD_DPAD_UP": 0x1, "XUSB_GAMEPAD_DPAD_DOWN": 0x2, "XUSB_GAMEPAD_DPAD_LEFT": 0x4,
+        "XUSB_GAMEPAD_DPAD_RIGHT": 0x8, "XUSB_GAMEPAD_START": 0x10, "XUSB_GAMEPAD_BACK": 0x20,
+        "XUSB_GAMEPAD_LEFT_THUMB": 0x40, "XUSB_GAMEPAD_RIGHT_THUMB": 0x80, "XUSB_GAMEPAD_LEFT_SHOULDER": 0x100,
+        "XUSB_GAMEPAD_RIGHT_SHOULDER": 0x200, "XUSB_GAMEPAD_GUIDE": 0x400, "XUSB_GAMEPAD_A": 0x1000,
+        "XUSB_GAMEPAD_B": 0x2000, "XUSB_GAMEPAD_X": 0x4000, "XUSB_GAMEPAD_Y": 0x8000})
+
     class VX360Gamepad:
         def __init__(self) -> None:
             if desktop.vigem_error:
                 raise RuntimeError(f"Error: {desktop.vigem_error}")
             self.slot = next(i for i in range(4) if i not in desktop.xinput)
             desktop.xinput[self.slot] = [0, 0, 0, 0]
+            desktop.xinput_buttons[self.slot] = [0, 0, 0]
             self._report = [0, 0, 0, 0]
+            self._buttons = [0, 0, 0]  # wButtons, left trigger, right trigger
+
+        def press_button(self, button: int) -> None:
+            self._buttons[0] |= int(button)
+
+        def release_button(self, button: int) -> None:
+            self._buttons[0] &= ~int(button)
+
+        def left_trigger_float(self, value_float: float) -> None:
+            self._buttons[1] = round(value_float * 255)
+
+        def right_trigger_float(self, value_float: float) -> None:
+            self._buttons[2] = round(value_float * 255)
 
         def left_joystick_float(self, x_value_float: float, y_value_float: float) -> None:
             self._report[0:2] = [round(x_value_float * 32767), round(y_value_float * 32767)]
@@ -568,12 +592,16 @@ def fake_vgamepad(desktop: FakeDesktop) -> types.ModuleType:
 
         def reset(self) -> None:
             self._report = [0, 0, 0, 0]
+            self._buttons = [0, 0, 0]
 
         def update(self) -> None:
             desktop.xinput[self.slot] = list(self._report)
+            desktop.xinput_buttons[self.slot] = list(self._buttons)
 
         def __del__(self) -> None:
             desktop.xinput.pop(getattr(self, "slot", -1), None)
+            desktop.xinput_buttons.pop(getattr(self, "slot", -1), None)
 
     module.VX360Gamepad = VX360Gamepad  # type: ignore[attr-defined]
+    module.XUSB_BUTTON = XUSB_BUTTON  # type: ignore[attr-defined]
     return module
