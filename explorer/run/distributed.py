@@ -293,6 +293,7 @@ class Coordinator:
         self._next_save = self._next_multiple(config.learner.checkpoint_every) if config.learner.checkpoint_every else None
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
+        self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
         self.bar = tqdm(total=config.run.steps, initial=self.start, disable=not progress, unit="step", dynamic_ncols=True)
 
     def _next_multiple(self, every: int) -> int:
@@ -425,6 +426,7 @@ class Coordinator:
             cov.add(float(x), float(y))
             if i in ends:
                 cells = cov.end_episode()
+                self.episode_cells.append(cells)
                 slot.episodes += 1
                 self._episodes_total += 1
                 outcome = report.outcomes[report.ends.index(i)]
@@ -624,7 +626,6 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
 def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any], seconds: float,
              picture: Path | None, cluster: Cluster) -> dict[str, Any]:
     workers = []
-    per_episode: list[int] = []
     partials = 0
     for s in c.slots:
         cov = s.coverage
@@ -633,7 +634,6 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
             partial = cov.end_episode()  # the unfinished last episode counts in the picture, not in the means
             cov.per_episode.pop()
         partials += partial
-        per_episode += cov.per_episode
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
                         "cells_per_episode": cov.per_episode, "cells_per_episode_last20": cov.recent_mean(20),
@@ -646,8 +646,8 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     return {
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-        "cells_per_episode": per_episode, "cells_in_unfinished_episodes": partials,
-        "cells_per_episode_last20": float(np.mean(per_episode[-20:])) if per_episode else float("nan"),
+        "cells_per_episode": c.episode_cells, "cells_in_unfinished_episodes": partials,
+        "cells_per_episode_last20": float(np.mean(c.episode_cells[-20:])) if c.episode_cells else float("nan"),
         "distinct_cells": len(set().union(*(s.coverage.all_cells for s in c.slots))),
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
