@@ -5,6 +5,7 @@ The runs are real processes of the command line, sent real signals.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -216,3 +217,87 @@ def test_ctrl_c_before_play_takes_the_pad_leaves_nothing(tmp_path, xvfb):
     assert proc.returncode == 130
     assert last_line(err) == "explorer: stopped by SIGINT before the first tick; nothing was kept"
     assert list(out.iterdir()) == []
+
+
+RAY_TINY = ["game.name=synthetic", "game.episode_steps=60", "observation.height=16", "observation.width=16",
+            "learner.batch_size=8", "learner.filters=[4]", "learner.hidden=16", "learner.feature=16",
+            "learner.replay_mb=4", "learner.warmup_steps=60", "learner.update_every=2", "novelty.signal=pixel",
+            "run.ship_steps=30", "run.log_every=30", "run.worker_cpus=0.5"]
+
+
+def session_processes(sid: int) -> dict[int, str]:
+    """Processes of session ``sid`` that are alive (zombies left out), with their command lines (Linux)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[3]) == sid:
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found[int(stat.parent.name)] = cmdline.strip()
+        except (OSError, IndexError, ValueError):
+            continue  # it ended while being read
+    return found
+
+
+def _interrupt_when_training(proc: subprocess.Popen, out: Path, stderr) -> str:
+    """Ctrl-C once the learner of ``proc``'s run has made an update; its stderr once it has stopped and
+    every process of its session has ended."""
+
+    def training() -> bool:  # a metric line after the warm-up reports the learner's first updates
+        whole = [x for f in out.glob("*/metrics.jsonl") for x in f.read_text().split("\n")[:-1]]  # not one half written
+        return any(json.loads(x).get("updates", 0) > 0 for x in whole)
+
+    wait_for(training, proc, "learner update")
+    ray_processes = session_processes(proc.pid)
+    assert any("raylet" in c for c in ray_processes.values()), ray_processes
+    assert sum("RemoteWorker" in c for c in ray_processes.values()) == 2, ray_processes
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the command's process group
+    try:
+        proc.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run did not stop within 240 s of Ctrl-C")
+    # Ray's processes of the run (raylet, GCS, the workers, the learner) end with it
+    deadline = time.monotonic() + 60
+    while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, left
+    stderr.seek(0)
+    return stderr.read()
+
+
+def test_ctrl_c_of_a_multi_worker_run_stops_workers_and_learner_and_keeps_a_checkpoint_to_resume(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the command's process group) while two Ray workers feed the learner."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    out = tmp_path / "runs"
+    sets = [arg for s in RAY_TINY for arg in ("--set", s)]
+    with open(tmp_path / "stderr", "w+") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", "explore", "--workers", "2", "--steps", "100000",
+                                 "--out", str(out), "--no-progress", *sets], stdout=subprocess.DEVNULL, stderr=stderr,
+                                text=True, env=child_env(), start_new_session=True)  # its own session, as in a terminal
+        try:
+            err = _interrupt_when_training(proc, out, stderr)
+        finally:  # whatever failed, nothing of the run outlives the test
+            for pid in session_processes(proc.pid):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    (run,) = out.iterdir()
+    m = re.fullmatch(rf"explorer: stopped by SIGINT at step (\d+) of 100000; kept checkpoint "
+                     rf"{re.escape(str(run))}/checkpoints/learner-(\d+) and run directory {re.escape(str(run))}; "
+                     rf"continue with: explorer explore --resume {re.escape(str(run))}", last_line(err))
+    assert m and m[1] == m[2], last_line(err)
+    assert "Traceback" not in err, err[-3000:]  # no worker, learner or coordinator failed on the way out
+    step = int(m[1])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped_by"] == "SIGINT" and summary["loop"]["stopped_by"] == "SIGINT"
+    assert summary["steps"] == step and sum(w["steps"] for w in summary["workers"]) == step
+    assert summary["updates"] > 0 and summary["lost_batches"] == 0
+    from explorer.agent.checkpoint import latest_checkpoint
+    assert summary["checkpoint"] == latest_checkpoint(run / "checkpoints") == f"{run}/checkpoints/learner-{step}"
+    # the checkpoint loads: a resume continues from its step, with its learner's updates
+    assert cli.main(["explore", "--resume", str(run), "--steps", str(step + 20), "--workers", "1",
+                     "--no-progress"]) == 0
+    resumed = json.loads((run / "summary.json").read_text())
+    assert resumed["resumed_at"] == step and resumed["steps"] == 20 and resumed["stopped_by"] == "steps"
+    assert resumed["updates"] > summary["updates"]
+    assert resumed["checkpoint"] == f"{run}/checkpoints/learner-{step + 20}"

@@ -15,8 +15,9 @@ learner is more than ``learner.lag_steps`` steps behind its update-to-data
 ratio. Faults: a worker whose process dies is restarted by Ray, one whose game
 fails is killed and restarted the same way (up to ``run.worker_restarts``
 times each); the batch it was acting is lost, counted and reported, and its
-steps are granted again. Ctrl-C stops the workers (their games end neutral)
-and the learner, and writes a checkpoint.
+steps are granted again. Ctrl-C (or SIGTERM) grants nothing more, takes in
+the batches under way, stops the workers (their games end neutral) and the
+learner, and writes a checkpoint.
 
 Importing this module imports Ray; :mod:`explorer.run.explore` does so only
 when ``run.workers > 1``.
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,9 @@ import ray
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
 from explorer.run.coverage import Coverage
+from explorer.run.driver import Controls
 from explorer.run.rundir import RunDir
+from explorer.run.safety import Kept, SignalStop
 from explorer.run.workers import LearnerService, Report, Worker
 
 
@@ -253,13 +256,19 @@ class Coordinator:
       workers: the worker actors. learner: the learner actor; status: its first status.
       on_report: called with every worker's report as it arrives (tools and tests).
       progress: show a progress bar.
+      signals: the run's stop signals: a stop it asks for ends the run once the batches under way are
+        taken in, and a second signal waits for the last checkpoint being written. None: a switch of
+        its own, never set.
     """
 
     def __init__(self, config: Config, run: RunDir, workers: list[Any], learner: Any, status: dict[str, Any],
-                 on_report: Callable[[Report], None] | None = None, progress: bool = True):
+                 on_report: Callable[[Report], None] | None = None, progress: bool = True,
+                 signals: SignalStop | None = None):
         from tqdm import tqdm
 
         self.config = config
+        self.signals = signals
+        self.controls = signals.controls if signals is not None else Controls()
         self.run = run
         self.learner = learner
         self.status = status
@@ -284,6 +293,7 @@ class Coordinator:
         self._next_save = self._next_multiple(config.learner.checkpoint_every) if config.learner.checkpoint_every else None
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
+        self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
         self.bar = tqdm(total=config.run.steps, initial=self.start, disable=not progress, unit="step", dynamic_ncols=True)
 
     def _next_multiple(self, every: int) -> int:
@@ -296,11 +306,17 @@ class Coordinator:
 
     # ------------------------------------------------------------ the loop
     def loop(self, max_seconds: float | None = None) -> None:
-        """Run until the step budget is delivered (or every worker is gone); after ``max_seconds``, grant
-        nothing more and take in what is under way."""
+        """Run until the step budget is delivered (or every worker is gone); after ``max_seconds``, or
+        once a stop is asked for (``stopped_by`` then says why), grant nothing more and take in what is
+        under way."""
         while self.delivered < self.budget:
             if max_seconds is not None and time.monotonic() - self.t0 > max_seconds:
-                self.budget = min(self.budget, self.delivered + sum(s.granted for s in self.slots))
+                self._wind_down()
+            if self.controls.stop.is_set() and self.stopped_by == "steps":
+                self.stopped_by = self.controls.reason or "stop"
+                self._wind_down()
+                if self.delivered >= self.budget:
+                    break
             live = [s for s in self.slots if s.state != "gone"]
             if not live:
                 raise ExplorerError(f"every worker failed more than run.worker_restarts = "
@@ -328,6 +344,10 @@ class Coordinator:
                 else:
                     self.status_call, self.status = None, ray.get(ref)
             self._log_and_save()
+
+    def _wind_down(self) -> None:
+        """Grant nothing more: the run ends once the steps already granted are delivered (or lost)."""
+        self.budget = min(self.budget, self.delivered + sum(s.granted for s in self.slots))
 
     def _behind(self) -> bool:
         """The learner is more than ``learner.lag_steps`` agent steps behind its update-to-data ratio."""
@@ -406,6 +426,7 @@ class Coordinator:
             cov.add(float(x), float(y))
             if i in ends:
                 cells = cov.end_episode()
+                self.episode_cells.append(cells)
                 slot.episodes += 1
                 self._episodes_total += 1
                 outcome = report.outcomes[report.ends.index(i)]
@@ -531,7 +552,8 @@ class Coordinator:
             self._saved(ref)
         status = ray.get(self.learner.status.remote(metrics=True))
         if checkpoint and status["steps"] > self.start:
-            status["checkpoint"] = ray.get(self.learner.save.remote())
+            with self.signals.held() if self.signals is not None else nullcontext():  # whole, even on a second signal
+                status["checkpoint"] = ray.get(self.learner.save.remote())
         return status
 
 
@@ -545,7 +567,8 @@ def _wait_quietly(refs: list[Any], timeout: float) -> None:
 
 
 def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str | Path | None,
-                    on_report: Callable[[Report], None] | None = None) -> dict[str, Any]:
+                    on_report: Callable[[Report], None] | None = None, signals: SignalStop | None = None,
+                    kept: Kept | None = None) -> dict[str, Any]:
     """``explore`` with ``run.workers`` game instances on a Ray cluster; returns the run summary.
 
     Args:
@@ -554,9 +577,14 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
       progress: show a progress bar.
       run_path: the run directory to resume, or None.
       on_report: called with each worker's report as it arrives.
+      signals: the run's stop signals (:func:`~explorer.run.safety.stop_on_signals`); a stop they ask
+        for ends the run with a checkpoint, and the summary's ``stopped_by`` names it.
+      kept: filled in with the run's checkpoint folder, to say what the run kept.
     """
     from explorer.run.plots import plot_workers
 
+    kept = kept if kept is not None else Kept(run_dir=run.path)
+    kept.checkpoints = run.path / "checkpoints"
     with ExitStack() as stack:
         cluster = Cluster(config)
         stack.callback(cluster.close)
@@ -573,7 +601,8 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
                                     f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
             run.commit_config(config)
             print(f"resumed {run.path} at step {start}", file=sys.stderr)
-        coordinator = Coordinator(config, run, workers, learner, status, on_report, progress)
+        coordinator = Coordinator(config, run, workers, learner, status, on_report, progress, signals)
+        kept.started = True
         try:
             coordinator.loop()
         finally:  # on every way out, Ctrl-C included: workers stopped, learner stopped, a checkpoint written
@@ -583,18 +612,20 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
                 raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
         seconds = time.monotonic() - coordinator.t0
         slots = coordinator.slots
+        written = coordinator.delivered > 0  # a new run stopped before its first step is removed
         picture = plot_workers([s.coverage for s in slots], run.path / "trajectory.png",
                                title=f"{config.game.map or config.game.scenario}, {len(slots)} workers, "
-                                     f"{coordinator.delivered} steps")
-        summary = _summary(config, run, coordinator, final, seconds, str(picture), cluster)
-        run.write_summary(summary)
+                                     f"{coordinator.delivered} steps") if written else None
+        summary = _summary(config, run, coordinator, final, seconds, picture, cluster)
+        summary["kept"] = str(kept) if written or run_path is not None else "nothing was kept"
+        if written:
+            run.write_summary(summary)
     return summary
 
 
-def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any], seconds: float, picture: str,
-             cluster: Cluster) -> dict[str, Any]:
+def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any], seconds: float,
+             picture: Path | None, cluster: Cluster) -> dict[str, Any]:
     workers = []
-    per_episode: list[int] = []
     partials = 0
     for s in c.slots:
         cov = s.coverage
@@ -603,7 +634,6 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
             partial = cov.end_episode()  # the unfinished last episode counts in the picture, not in the means
             cov.per_episode.pop()
         partials += partial
-        per_episode += cov.per_episode
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
                         "cells_per_episode": cov.per_episode, "cells_per_episode_last20": cov.recent_mean(20),
@@ -616,10 +646,11 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     return {
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-        "cells_per_episode": per_episode, "cells_in_unfinished_episodes": partials,
-        "cells_per_episode_last20": float(np.mean(per_episode[-20:])) if per_episode else float("nan"),
+        "cells_per_episode": c.episode_cells, "cells_in_unfinished_episodes": partials,
+        "cells_per_episode_last20": float(np.mean(c.episode_cells[-20:])) if c.episode_cells else float("nan"),
         "distinct_cells": len(set().union(*(s.coverage.all_cells for s in c.slots))),
-        "trajectory_png": picture, "loop": {"steps": steps, "stopped_by": c.stopped_by},
+        "trajectory_png": str(picture) if picture is not None else None,
+        "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),
         "updates": int(final["updates"]), "updates_this_run": updates,
         "updates_per_s": final["updates_per_s"], "update_to_data": c.update_to_data(final),

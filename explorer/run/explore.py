@@ -56,7 +56,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         with kept.on_error("continue with: explorer explore --resume {run_dir}"), run:  # errors say what was kept
             if config.run.workers > 1:
                 from explorer.run.distributed import explore_workers
-                return explore_workers(config, run, progress, run_path, on_report)
+                return explore_workers(config, run, progress, run_path, on_report, signals, kept)
             return _explore(config, run, progress, run_path, actor, signals, kept)
 
 
