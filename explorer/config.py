@@ -280,6 +280,10 @@ class LearnerConfig(_Section):
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, ge=0, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
+    xla: bool = Field(False, description="compile the whole update (critics, actor, entropy weight, targets) as one "
+                      "XLA cluster, when the learner is built (learner.eager wins); a NaN/Inf loss stops training with "
+                      "the same error. Off: on 2 CPU cores an update took 1.4x (quiet machine) to 2.5x (loaded) as long, "
+                      "XLA's CPU convolutions being slower than oneDNN's (docs/experiments.md)")
     overlap: bool = Field(False, description="explore: train on a thread of its own, one update per agent step as "
                           "inline, while the actor takes its next step (the actor acts with weights one update older; "
                           "repeatable); false alternates acting and learning on one thread, as the measured figures did")

@@ -15,6 +15,7 @@ anything else give noise, not figures::
     python tools/bench_learner.py                      # the default config
     python tools/bench_learner.py --set learner.batch_size=64 --seconds 20
     python tools/bench_learner.py --threads 1 1        # inter- and intra-op threads
+    python tools/bench_learner.py --set learner.xla=true   # the update as one XLA cluster
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     config = load(None, args.overrides)
     seed_everything(config.run.seed)
     from explorer.envs.screen import observation_shape
+    t0 = time.perf_counter()
     agent = build_agent(config, observation_shape(config.observation))
+    build_s = time.perf_counter() - t0  # tracing, and with learner.xla compiling, the update included
     fill(agent, args.transitions)
     learner = agent.learner
     b = config.learner.batch_size
@@ -86,36 +89,38 @@ def main(argv: list[str] | None = None) -> int:
     batch = {k: tf.convert_to_tensor(v) for k, v in learner.replay.sample(b).items()}
     convert_ms, _ = timed(lambda: {k: tf.convert_to_tensor(v) for k, v in learner.replay.sample(b).items()},
                           args.seconds / 4)
-    critic = tf.function(lambda batch: learner._critic_step(batch)[2])
+    # Each part compiled the way the learner compiles its update (a tf.function, or an XLA cluster
+    # with its NaN/Inf checks when learner.xla), called on the same batch.
+    critic = learner._compile(lambda batch: learner._critic_step(batch)[2])
     critic_ms, _ = timed(lambda: critic(batch), args.seconds / 4)
-    obs = batch["obs"]
-    features = learner.encoder(obs)
+    features = learner.encoder(batch["obs"])
 
-    def actor_update():
+    def actor_update(batch):
         with tf.GradientTape() as tape:
-            loss, metrics = learner.actor_loss(obs, batch["ctx"], features)
+            loss, metrics = learner.actor_loss(batch["obs"], batch["ctx"], features)
         learner._apply(learner.actor_opt, tape, loss, learner.actor.trainable_variables, 10.0, "actor")
-        return metrics["logp_axes"]
+        return {"logp_axes": metrics["logp_axes"]}
 
-    actor = tf.function(actor_update)
-    actor_ms, _ = timed(lambda: actor(), args.seconds / 4)
-    logp_axes = actor()
+    actor = learner._compile(actor_update)
+    actor_ms, _ = timed(lambda: actor(batch), args.seconds / 4)
+    logp_axes = actor(batch)[0]["logp_axes"]
 
-    def alpha_update():
+    def alpha_update(batch):
         with tf.GradientTape() as tape:
             alpha_loss = -tf.reduce_sum(learner.log_alpha * tf.stop_gradient(logp_axes + config.learner.target_entropy / 4))
         learner._apply(learner.alpha_opt, tape, alpha_loss, [learner.log_alpha], 10.0, "alpha")
+        return {"alpha_loss": alpha_loss}
 
-    alpha = tf.function(alpha_update)
-    alpha_ms, _ = timed(lambda: alpha(), args.seconds / 8)
-    figures = {"updates_per_s": 1e3 / step_ms, "update_ms": step_ms, "updates_timed": n,
+    alpha = learner._compile(alpha_update)
+    alpha_ms, _ = timed(lambda: alpha(batch), args.seconds / 8)
+    figures = {"updates_per_s": 1e3 / step_ms, "build_s": build_s, "xla": config.learner.xla, "update_ms": step_ms, "updates_timed": n,
                "sample_ms": sample_ms, "sample_and_convert_ms": convert_ms, "critic_ms": critic_ms,
                "actor_ms": actor_ms, "alpha_ms": alpha_ms, "batch_size": b,
                "threads": {"inter": tf.config.threading.get_inter_op_parallelism_threads(),
                            "intra": tf.config.threading.get_intra_op_parallelism_threads()},
                "cpus": os.cpu_count(), "overrides": args.overrides}
-    print(f"learner alone, batch {b}: {figures['updates_per_s']:.1f} updates/s ({step_ms:.1f} ms per update, "
-          f"{n} timed)")
+    print(f"learner alone, batch {b}{', XLA' if config.learner.xla else ''}: {figures['updates_per_s']:.1f} updates/s "
+          f"({step_ms:.1f} ms per update, {n} timed; agent built in {build_s:.1f} s)")
     print(f"one update, parts timed alone: sample {sample_ms:.2f} ms (+ to tensors {convert_ms - sample_ms:.2f} ms), "
           f"critic + targets {critic_ms:.2f} ms, actor {actor_ms:.2f} ms, entropy weight {alpha_ms:.2f} ms")
     if args.json:

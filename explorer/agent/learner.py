@@ -19,6 +19,7 @@ through :meth:`Learner.get_weights`::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -41,6 +42,32 @@ from explorer.core import N_AXES, ExplorerError
 
 class NonFiniteLossError(ExplorerError, FloatingPointError):
     """A loss or gradient became NaN/Inf during training."""
+
+
+#: what an update checks for NaN/Inf, in the order it checks them; "<check> is NaN/Inf" is the error
+CHECKS = ("critic loss", "critic gradient norm", "actor loss", "actor gradient norm", "alpha loss",
+          "alpha gradient norm")
+
+
+class FiniteChecks:
+    """The NaN/Inf checks of one XLA-compiled update, which cannot raise from inside the cluster.
+
+    XLA compiles ``tf.debugging.check_numerics`` away, so each check is recorded instead:
+    :attr:`first` is 0 while every value checked so far was finite, else ``1 + `` the index in
+    :data:`CHECKS` of the first one that was not. State changes after it are skipped (see
+    :meth:`Learner._unless_nonfinite`) and :meth:`Learner.train` raises naming it.
+    """
+
+    def __init__(self) -> None:
+        self.first = tf.constant(0, tf.int32)
+
+    def check(self, name: str, value: tf.Tensor) -> None:
+        bad = tf.logical_not(tf.reduce_all(tf.math.is_finite(value)))
+        self.first = tf.where(tf.logical_and(self.ok(), bad), CHECKS.index(name) + 1, self.first)
+
+    def ok(self) -> tf.Tensor:
+        """Scalar bool: every value checked so far was finite."""
+        return tf.equal(self.first, 0)
 
 
 # ---------------------------------------------------------------- pure math
@@ -137,17 +164,34 @@ class Learner:
                 "reward": tf.TensorSpec([b], tf.float32), "discount": tf.TensorSpec([b], tf.float32),
                 "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
                 "next_ctx": tf.TensorSpec([b, ctx_dim], tf.float32)}
-        # Compiled (tf.function) unless config.eager; typed loosely for that reason.
-        self._step: Any
-        self._critic_only: Any
-        if config.eager:
-            self._step, self._critic_only = self._train_step, self._critic_step
-        else:
-            self._step = tf.function(lambda batch: self._train_step(batch), input_signature=[spec])
-            self._critic_only = tf.function(lambda batch: self._critic_step(batch), input_signature=[spec])
         self._spec = spec
+        self._checks: FiniteChecks | None = None  # set while an XLA-compiled update traces
+        # batch -> (metrics, first failed check): eager, a tf.function, or one XLA cluster
+        self._step = self._compile(self._train_step)
+        self._critic_only = self._compile(lambda batch: self._critic_step(batch)[2])
         self.check_path()
         self.warm_up()
+
+    def _compile(self, update: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]) -> Any:
+        """``update`` (batch -> metrics) as a function of the batch returning ``(metrics, first)``.
+
+        ``first`` is an int32 scalar: 0, or ``1 +`` the index in :data:`CHECKS` of the first
+        non-finite value of an XLA-compiled update (the other ways raise from
+        ``check_numerics`` and always return 0). Eager when ``config.eager``; typed loosely for that.
+        """
+        if self.config.eager or not self.config.xla:
+            def plain(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+                return update(batch), tf.constant(0, tf.int32)
+            return plain if self.config.eager else tf.function(plain, input_signature=[self._spec])
+
+        def checked(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+            self._checks = FiniteChecks()
+            try:
+                metrics = update(batch)
+                return metrics, self._checks.first
+            finally:
+                self._checks = None
+        return tf.function(checked, input_signature=[self._spec], jit_compile=True)
 
     def _encoder(self, name: str) -> keras.Model:
         c = self.config
@@ -221,9 +265,10 @@ class Learner:
         loss = tf.reduce_mean(tf.square(q - y[:, None]))
         return loss, features, {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
 
-    @staticmethod
-    def _apply(opt: keras.optimizers.Optimizer, tape: tf.GradientTape, loss: tf.Tensor, variables: list,
+    def _apply(self, opt: keras.optimizers.Optimizer, tape: tf.GradientTape, loss: tf.Tensor, variables: list,
                clip: float, name: str) -> tf.Tensor:
+        if self._checks is not None:
+            return self._apply_checked(self._checks, opt, tape, loss, variables, clip, name)
         checked = tf.debugging.check_numerics(loss, f"{name} loss is NaN/Inf")
         grads = tape.gradient(loss, variables)
         with tf.control_dependencies([checked]):
@@ -233,6 +278,34 @@ class Learner:
             opt.apply_gradients(zip(grads, variables, strict=True))
         return norm
 
+    def _apply_checked(self, checks: FiniteChecks, opt: keras.optimizers.Optimizer, tape: tf.GradientTape,
+                       loss: tf.Tensor, variables: list, clip: float, name: str) -> tf.Tensor:
+        """:meth:`_apply` inside an XLA cluster: the loss and gradient norm are recorded in
+        ``checks``, and the step is taken only while everything checked so far is finite."""
+        checks.check(f"{name} loss", loss)
+        grads, norm = tf.clip_by_global_norm(tape.gradient(loss, variables), clip)
+        checks.check(f"{name} gradient norm", norm)
+        self._unless_nonfinite(lambda: opt.apply_gradients(zip(grads, variables, strict=True)))
+        return norm
+
+    def _unless_nonfinite(self, change: Callable[[], object]) -> None:
+        """Make a state change; in an XLA-compiled update only while every check so far passed."""
+        if self._checks is None:
+            change()
+            return
+
+        def run() -> None:
+            change()
+        tf.cond(self._checks.ok(), run, lambda: None)
+
+    def _update_targets(self) -> None:
+        """Polyak-average the target encoder and heads towards the critic's; count the update."""
+        tau = self.config.tau
+        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
+            for s, d in zip(src.trainable_variables, dst.trainable_variables, strict=True):
+                d.assign(tau * s + (1.0 - tau) * d)
+        self.updates.assign_add(1)
+
     def _critic_step(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
         """One critic update; returns the (shifted) observations it saw, their features, and metrics."""
         obs = self.augment(batch["obs"])
@@ -241,11 +314,7 @@ class Learner:
         metrics["critic_grad_norm"] = self._apply(self.critic_opt, tape, loss, self.critic_vars, self.config.clip_norm, "critic")
         if self.novelty is not None:
             metrics.update(self.novelty.train(batch["obs"], batch["action"], batch["next_obs"]))
-        tau = self.config.tau
-        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
-            for s, d in zip(src.trainable_variables, dst.trainable_variables, strict=True):
-                d.assign(tau * s + (1.0 - tau) * d)
-        self.updates.assign_add(1)
+        self._unless_nonfinite(self._update_targets)
         return obs, features, metrics
 
     def _train_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -270,13 +339,20 @@ class Learner:
         tensors = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         try:
             if self.config.algo == "td3" and int(self.updates.numpy()) % self.config.td3_policy_delay:
-                return self._critic_only(tensors)[2]
-            return self._step(tensors)
+                metrics, first = self._critic_only(tensors)
+            else:
+                metrics, first = self._step(tensors)
         except tf.errors.InvalidArgumentError as err:
-            if "NaN/Inf" in str(err):
-                raise NonFiniteLossError(f"training diverged after {int(self.updates.numpy())} updates: "
-                                         f"{err.message.splitlines()[0]}") from err
+            failed = [name for name in CHECKS if f"{name} is NaN/Inf" in err.message]
+            if failed:  # the first failed check_numerics stops the step: one name
+                raise self._diverged(failed[0]) from err
             raise
+        if int(first):
+            raise self._diverged(CHECKS[int(first) - 1])
+        return metrics
+
+    def _diverged(self, check: str) -> NonFiniteLossError:
+        return NonFiniteLossError(f"training diverged after {int(self.updates.numpy())} updates: {check} is NaN/Inf")
 
     def ready(self) -> bool:
         """Replay holds a batch's worth of transitions."""
@@ -319,11 +395,21 @@ class Learner:
             raise GradientPathError(f"critic loss -> critic weights:\n{report}")
 
     def warm_up(self) -> None:
-        """Trace every compiled function now, so nothing traces while the game runs."""
+        """Trace every compiled function now, so nothing traces (or compiles) while the game runs.
+
+        An XLA cluster compiles on its first call, not when traced: each one used is called once
+        on a dummy batch, and every variable it touched (weights, optimiser slots, the update
+        count, random state) is put back as it was.
+        """
         if self.config.eager:
             return
-        self._step.get_concrete_function()
-        self._critic_only.get_concrete_function()
+        for fn in (self._step, self._critic_only):
+            variables = fn.get_concrete_function().variables
+            if self.config.xla and (fn is self._step or self.config.algo == "td3"):
+                saved = [v.numpy() for v in variables]
+                fn(self.dummy_batch())
+                for v, value in zip(variables, saved, strict=True):
+                    v.assign(value)
 
     def checkpoint_items(self) -> dict[str, Any]:
         return {"actor": self.actor, "encoder": self.encoder, "heads": self.heads, "target_encoder": self.target_encoder,
