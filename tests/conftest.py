@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The processes the tests start must get SIGINT and SIGHUP as a terminal gives them, however this test run
+# was started: a background job of a non-interactive shell ignores SIGINT and nohup ignores SIGHUP, and an
+# ignored signal stays ignored in every child (explorer keeps it so, on purpose). A handled signal is reset
+# to the default in each child at exec: SIGINT gets Python's own handler (KeyboardInterrupt, which the
+# in-process tests of Ctrl-C expect), SIGHUP one that does nothing (this process survives a hangup as before).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 @pytest.fixture(autouse=True)
