@@ -56,3 +56,28 @@ def xvfb():
         os.environ.pop("DISPLAY", None)
     else:
         os.environ["DISPLAY"] = old
+
+
+class FakeUinput:
+    """Stands in for vgamepad's uinput device; keeps the events it sends (``{code name: value}`` per report)."""
+
+    def __init__(self):
+        self.batches = []
+        self.id = {"vendor": 0x045E, "product": 0x028E}
+
+    def send_events(self, events):
+        self.batches.append({e.code.name: e.value for e in events})
+
+
+@pytest.fixture
+def fake_uinput(monkeypatch):
+    """The real ``vgamepad.VX360Gamepad`` class with only its uinput device faked; yields the devices made."""
+    vg_lin = pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
+    created = []
+
+    def create(self):
+        created.append(FakeUinput())
+        return created[-1]
+
+    monkeypatch.setattr(vg_lin.VGamepad, "_create_gamepad_uinput_device", create)
+    return created

@@ -21,34 +21,11 @@ from explorer.envs.pad import Watchdog, neutral_on_exit
 from explorer.run.driver import Controls, Driver
 from explorer.testing.fakes import FakeScreen
 
-vg_lin = pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
-libevdev = pytest.importorskip("libevdev")
+pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
 
 from explorer.envs.pad import VGamepadPad  # noqa: E402
 
 SHAPE = (16, 16, 3)
-
-
-class FakeUinput:
-    """Stands in for the uinput device; keeps the events vgamepad sends."""
-
-    def __init__(self):
-        self.batches = []
-
-    def send_events(self, events):
-        self.batches.append({e.code.name: e.value for e in events})
-
-
-@pytest.fixture
-def fake_uinput(monkeypatch):
-    created = []
-
-    def create(self):
-        created.append(FakeUinput())
-        return created[-1]
-
-    monkeypatch.setattr(vg_lin.VGamepad, "_create_gamepad_uinput_device", create)
-    return created
 
 
 def held(pad: VGamepadPad) -> tuple[int, int, int]:

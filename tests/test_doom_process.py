@@ -124,18 +124,16 @@ import psutil
 import explorer.envs.vizdoom  # imports TensorFlow, which is not what is interrupted here
 from explorer.config import load
 from explorer.envs import make_game
-import time
+import contextlib, time
 for attempt in range(100):
     print("start", flush=True)
     outcome = "started"
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # the outcome is reported below either way
         try:
             make_game(load()).close()
         except KeyboardInterrupt:
             outcome = "interrupted"
         time.sleep(0.5)  # a Ctrl-C sent after a quick start-up lands here, not in the reporting below
-    except KeyboardInterrupt:
-        pass
     print(outcome, flush=True)
     engines = [p for p in psutil.Process().children(recursive=True) if p.name() == "vizdoom"]
     print("engines", len(engines), flush=True)

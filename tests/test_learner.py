@@ -78,16 +78,16 @@ class WalkEnv:
         return self._step(last=self.t % self.episode_steps == 0)
 
     def idle(self) -> None:
-        pass
+        """Nothing to hold: this game has no pad."""
 
     def neutral(self) -> None:
-        pass
+        """Nothing to centre: this game has no pad."""
 
     def stats(self) -> dict:
         return {}
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 class Recorded:

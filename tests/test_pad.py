@@ -28,29 +28,6 @@ vg_lin = pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad ne
 libevdev = pytest.importorskip("libevdev")
 
 
-class FakeUinput:
-    """Stands in for the uinput device; keeps the events vgamepad sends."""
-
-    def __init__(self):
-        self.batches = []
-        self.id = {"vendor": 0x045E, "product": 0x028E}
-
-    def send_events(self, events):
-        self.batches.append({e.code.name: e.value for e in events})
-
-
-@pytest.fixture
-def fake_uinput(monkeypatch):
-    created = []
-
-    def create(self):
-        created.append(FakeUinput())
-        return created[-1]
-
-    monkeypatch.setattr(vg_lin.VGamepad, "_create_gamepad_uinput_device", create)
-    return created
-
-
 def test_vgamepad_backend_drives_the_real_vx360_class(fake_uinput):
     pad = VGamepadPad(PadConfig())
     assert type(pad.gamepad).__name__ == "VX360Gamepad"

@@ -70,17 +70,14 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     """
     lc, k = config.learner, config.observation.stack
     h, w, c = (int(s) for s in frame_shape)
-    stacked = (h, w, k * c)
     buttons = config.pad.buttons
-    novelty = make_novelty(config.novelty, (h, w, c), k, action_dim(buttons))
-    context = Context(lc.context, config.game.episode_steps, action_dim(buttons))
+    novelty, context = _novelty_and_context(config, (h, w, c))
     replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons))
-    learner = Learner(lc, stacked, context.dim, replay, novelty, buttons)
+    learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
     if acting_copy:
-        encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-        policy_net = build_policy_net(stacked, context.dim, lc, encoder, action_dim(buttons))[1]
+        policy_net = _policy_copy(config, (h, w, c), context.dim)
         policy_net.set_weights(learner.get_weights())
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
                           deterministic=deterministic, buttons=buttons)
@@ -106,16 +103,28 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     """
     lc, k = config.learner, config.observation.stack
     h, w, c = (int(s) for s in frame_shape)
-    stacked = (h, w, k * c)
-    buttons = config.pad.buttons
-    novelty = make_novelty(config.novelty, (h, w, c), k, action_dim(buttons))
-    context = Context(lc.context, config.game.episode_steps, action_dim(buttons))
+    novelty, context = _novelty_and_context(config, (h, w, c))
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
-    encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-    policy_net = build_policy_net(stacked, context.dim, lc, encoder, action_dim(buttons))[1]
-    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=buttons)
+    policy_net = _policy_copy(config, (h, w, c), context.dim)
+    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
+
+
+def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> tuple[Novelty, Context]:
+    """The novelty signal and the context of an actor, for actions of ``pad.buttons``' layout."""
+    dim = action_dim(config.pad.buttons)
+    novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
+    return novelty, Context(config.learner.context, config.game.episode_steps, dim)
+
+
+def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int) -> Any:
+    """A policy network of its own for an actor (its weights arrive through ``set_weights``)."""
+    lc = config.learner
+    h, w, c = frame_shape
+    stacked = (h, w, config.observation.stack * c)
+    encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
+    return build_policy_net(stacked, ctx_dim, lc, encoder, action_dim(config.pad.buttons))[1]
 
 
 def build_baseline(config: Config) -> Actor:
