@@ -138,11 +138,30 @@ def stack_frames(frames: Any) -> Any:
         return moved.reshape(*lead, h, w, k * c)
     import tensorflow as tf
 
-    shape = tf.shape(frames)
     rank = frames.shape.rank
     perm = list(range(rank - 4)) + [rank - 3, rank - 2, rank - 4, rank - 1]
     moved = tf.transpose(frames, perm)
+    if frames.shape.is_fully_defined():  # two ops: an eager call (the actor, once per step) costs a tenth
+        *lead, k, h, w, c = frames.shape.as_list()
+        return tf.reshape(moved, [*lead, h, w, k * c])
+    shape = tf.shape(frames)
     return tf.reshape(moved, tf.concat([shape[:-4], shape[-3:-1], [shape[-4] * shape[-1]]], 0))
+
+
+def gather_stacked(frames: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``stack_frames(frames[ids])`` for ``uint8[N, H, W, C]`` frames and ``int[B, k]`` ids, without the copy in between.
+
+    The replay's hot path: each pixel's ``C`` bytes move as one item (a ``void`` view), one frame
+    of the stack at a time, straight into its place, which takes about a third of the time
+    of gathering and then moving ``C``-byte runs. Equal to :func:`stack_frames` byte for byte.
+    """
+    n, h, w, c = frames.shape
+    b, k = ids.shape
+    pixels = np.ascontiguousarray(frames).view(np.dtype((np.void, c)))[..., 0]  # [N, H, W], one item per pixel
+    out = np.empty((b, h, w, k), pixels.dtype)
+    for j in range(k):
+        out[..., j] = pixels[ids[:, j]]
+    return out.view(np.uint8).reshape(b, h, w, k * c)
 
 
 class Pacer:

@@ -85,3 +85,17 @@ def test_one_writer_thread_many_readers_see_consecutive_frames():
         t.join(30)
     assert not errors, errors[:3]
     assert ring.written == 600
+
+
+@pytest.mark.parametrize("channels", [3, 1])
+def test_replay_gathers_stacks_byte_for_byte_as_stack_frames_does(channels):
+    from explorer.core import gather_stacked, stack_frames
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (50, 8, 6, channels), dtype=np.uint8)
+    ids = rng.integers(0, 50, (7, 3))
+    got = gather_stacked(frames, ids)
+    assert got.shape == (7, 8, 6, 3 * channels) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got, stack_frames(frames[ids]))
+    # oldest first along channels: the middle frame of row 0 is channels [C, 2C)
+    np.testing.assert_array_equal(got[0, ..., channels:2 * channels], frames[ids[0, 1]])

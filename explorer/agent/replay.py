@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from explorer.config import replay_slots
-from explorer.core import N_AXES, stack_frames
+from explorer.core import N_AXES, gather_stacked
 
 if TYPE_CHECKING:
     from explorer.agent.outbox import Batch
@@ -85,7 +85,7 @@ class Replay:
         return min(self.written, self.capacity)
 
     def _stacked(self, ids: np.ndarray) -> np.ndarray:
-        return stack_frames(self.frames[ids % self.capacity])  # [B, k, H, W, C] -> [B, H, W, k*C]
+        return gather_stacked(self.frames, ids % self.capacity)  # uint8[B, H, W, k*C]
 
     def mark(self) -> tuple[int, int]:
         """``(transitions, frames)`` written so far: a point :meth:`sample` can sample the replay as it was at."""
