@@ -176,8 +176,10 @@ class RunConfig(_Section):
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
     log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")
     threads: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
-        (0, 0), description="TensorFlow's inter-op and intra-op thread pools (0: TensorFlow's choice, one thread "
-        "per core); set before TensorFlow starts")
+        (0, 1), description="TensorFlow's inter-op and intra-op thread pools (0: TensorFlow's choice, one thread "
+        "per core); set before TensorFlow starts. Default [0, 1]: independent ops run side by side, each on one "
+        "thread; on 2 cores the learner's small convolutions ran 1.17x the updates/s so, against [0, 0] (measured, "
+        "docs/experiments.md); on many cores try [0, 0]")
     workers: int = Field(1, ge=1, description="game instances feeding one learner (explore). 1: one process, as "
                          "always; more: each game runs in a Ray actor of its own (pip install -e '.[ray]')")
     address: str = Field("", description="run.workers > 1: the Ray cluster to join (the address ray start --head "
@@ -258,8 +260,10 @@ class LearnerConfig(_Section):
         (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
     augment: int = Field(0, ge=0, description="random-shift augmentation of replayed observations for the critics, "
                          "pixels: each picture is padded by this much and cropped back at a random offset (DrQ); 0: off")
-    shared_encoder: bool = Field(False, description="the actor reads the critic's encoder features, held fixed in the actor "
-                                 "loss (DrQ, SAC-AE), instead of a CNN of its own trained through the critic's gradient")
+    shared_encoder: bool = Field(True, description="the actor reads the critic's encoder features, held fixed in the actor "
+                                 "loss (DrQ, SAC-AE), instead of a CNN of its own trained through the critic's gradient: "
+                                 "an update runs two encoder passes forward and one backward instead of four and two "
+                                 "(1.4x the updates/s on 2 cores, docs/experiments.md)")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
@@ -293,6 +297,11 @@ class LearnerConfig(_Section):
     lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps of data the learner may fall behind "
                            "learner.update_every before the workers wait for it (keeps the updates per step at the "
                            "setting); 0: the workers never wait, and the learner trains what it can")
+    between_ticks: bool = Field(True, description="live mode: the learner starts an update only while the control loop "
+                                "waits for its next tick, and only if most of the update fits in what is left of the wait (or "
+                                "it is the first in it), so training does not delay actions (test bed, 2 cores: p99 "
+                                "capture->pad 25 ms against 44 ms, with more updates/s); false trains as fast as the CPU "
+                                "allows, beside each tick's work")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
 
     @model_validator(mode="after")

@@ -197,16 +197,17 @@ def test_recorded_decisions_are_replayed_where_they_were_recorded():
     np.testing.assert_allclose(split.replay.reward[:3], rewards, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("algo", ["sac", "td3"])
-def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo):
-    learner = make({"algo": algo}).learner
+def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo, shared):
+    learner = make({"algo": algo, "shared_encoder": shared}).learner
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"])
     variables = learner.actor.trainable_variables
     with tf.GradientTape() as tape:
         loss, _ = learner.actor_loss(batch["obs"], batch["ctx"], features)
     grads = tape.gradient(loss, variables)
-    assert len(variables) >= 8
+    assert len(variables) >= (6 if shared else 8)  # the head's three layers, and an encoder's when not shared
     for v, g in zip(variables, grads, strict=True):
         assert g is not None, v.path
         assert np.all(np.isfinite(g.numpy())) and np.any(g.numpy() != 0), v.path
@@ -247,12 +248,12 @@ def test_learner_refuses_a_broken_path():
             q = tf.reduce_min(self.heads([features, hard, ctx]), -1)
             return -tf.reduce_mean(q), {}
 
-    agent = make()
+    agent = make({"shared_encoder": False})
     with pytest.raises(GradientPathError, match="actor loss(.|\n)*actor_encoder_conv0/kernel(.|\n)*argmax"):
-        ArgmaxLearner(LearnerConfig(**SMALL), (16, 16, 2), agent.context.dim, agent.replay)
+        ArgmaxLearner(LearnerConfig(**SMALL, shared_encoder=False), (16, 16, 2), agent.context.dim, agent.replay)
 
 
-@pytest.mark.parametrize("variant", [{}, {"shared_encoder": True, "augment": 2}])
+@pytest.mark.parametrize("variant", [{"shared_encoder": False}, {"shared_encoder": True, "augment": 2}])
 def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     agent = make(variant, NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0), episode_steps=50)
     actions, _ = play(agent, WalkEnv(), 500)

@@ -13,7 +13,7 @@ from explorer import cli
 from explorer.agent.checkpoint import CheckpointError
 from explorer.agent.threaded import LearnerDied, ThreadedLearner
 from explorer.config import Config, LearnerConfig, NoveltyConfig, load
-from explorer.core import Step
+from explorer.core import IdleWindow, Step
 from explorer.envs.live import LiveEnv
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
@@ -34,8 +34,9 @@ def moving_screen():
     return FakeScreen([rng.integers(0, 255, SHAPE, dtype=np.uint8) for _ in range(50)])
 
 
-def live(agent, threaded, pad, seconds):
-    env = LiveEnv(moving_screen(), pad, stack=3, ring_capacity=16, capture_fps=100, hz=50, watchdog_s=3 / 50)
+def live(agent, threaded, pad, seconds, window=None):
+    env = LiveEnv(moving_screen(), pad, stack=3, ring_capacity=16, capture_fps=100, hz=50, watchdog_s=3 / 50,
+                  window=window)
     driver = Driver(env, agent.actor)
     driver.before_act(lambda: threaded.sync(agent.actor))
     try:
@@ -201,3 +202,42 @@ def test_resumes_that_cannot_work_are_one_line_and_change_nothing(tmp_path, caps
     assert err.startswith(f"explorer: no usable checkpoint in {run / 'checkpoints'}: learner-30 (learner-30 is damaged: ")
     assert err.endswith("); nothing can be resumed from it; start a new run\n") and err.count("\n") == 1
     assert files(run) == before
+
+
+def test_an_idle_window_admits_work_that_fits_and_the_first_work_of_each_wait():
+    window = IdleWindow()
+    assert not window.enter(0.0, timeout=0.05)  # closed: nothing may start
+    window.open(time.monotonic() + 10.0)
+    assert window.enter(1.0, timeout=0.05)  # fits
+    assert window.enter(5.0, timeout=0.05)  # still fits in what is left
+    assert not window.enter(30.0, timeout=0.05)  # does not fit, and this wait was entered already
+    window.open(time.monotonic() + 0.5)
+    assert window.enter(30.0, timeout=0.05)  # too long for any wait: once per wait, the first thing in it
+    assert not window.enter(30.0, timeout=0.05)
+    window.close()
+    assert not window.enter(0.0, timeout=0.05)
+
+
+def test_between_ticks_every_update_starts_while_the_loop_waits_for_its_tick():
+    agent = small_agent(acting_copy=True)
+    window = IdleWindow()
+    starts = []  # (window open when the update started, seconds of the wait left)
+    step = agent.learner.step
+
+    def watched(*args, **kwargs):
+        starts.append(window._until - time.monotonic())
+        return step(*args, **kwargs)
+
+    agent.learner.step = watched
+    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL, publish_every=5),
+                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"], window=window).start()
+    pad = RecordingPad()
+    try:
+        deadline = time.monotonic() + 60
+        while (len(starts) < 10 or threaded.stats()["installed"] < 1) and time.monotonic() < deadline:
+            live(agent, threaded, pad, seconds=3.0, window=window)
+    finally:
+        threaded.stop()
+    assert len(starts) >= 10 and threaded.stats()["installed"] >= 1, threaded.stats()
+    assert all(left > 0 for left in starts), sorted(starts)[:3]  # never while a tick's work ran
+    assert pad.is_neutral

@@ -76,7 +76,7 @@ class MemorySampler:
         if not rss:
             return {}
         start, end = rss[0][1], rss[-1][1]
-        out = {"rss_start_mib": round(start, 1), "rss_end_mib": round(end, 1),
+        out = {"rss_from_s": round(rss[0][0]), "rss_start_mib": round(start, 1), "rss_end_mib": round(end, 1),
                "rss_max_mib": round(max(m for _, m in rss), 1), "rss_change_pct": round(100 * (end - start) / start, 2)}
         # The steady growth rate, fitted over the second half of the run: what decides whether a run
         # of hours fits in memory. Shorter runs are still in the learner's start-up (its warm-up
@@ -87,7 +87,7 @@ class MemorySampler:
         return out
 
 
-def run_explorer(seconds: float, overrides: list[str], out: str) -> dict:
+def run_explorer(seconds: float, overrides: list[str], out: str, rss_after: float = 60.0) -> dict:
     from explorer.config import load
     from explorer.run.play import play
     config = load(None, [f"run.dir={out!r}", "control.countdown_s=0", f"control.max_seconds={seconds}",
@@ -95,7 +95,7 @@ def run_explorer(seconds: float, overrides: list[str], out: str) -> dict:
                          "game.visible=true", *overrides])
     with MemorySampler() as mem:
         summary = play(config, with_game=True)
-    summary["memory"] = mem.figures(skip_s=min(10.0, seconds / 4))
+    summary["memory"] = mem.figures(skip_s=min(rss_after, seconds / 4))
     summary["target_hz"] = config.control.hz
     return summary
 
@@ -168,13 +168,15 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="length of the explorer run (s)")
     p.add_argument("--original-seconds", type=float, default=20.0, help="length of the original loop's run (s)")
     p.add_argument("--skip-original", action="store_true")
+    p.add_argument("--rss-after", type=float, default=60.0,
+                   help="seconds of start-up left out of the memory figures (at most a quarter of the run)")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override for explorer")
     p.add_argument("--out", default="runs/bench_live")
     args = p.parse_args()
     xvfb = start_xvfb()
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        ours = run_explorer(args.seconds, args.overrides, args.out)
+        ours = run_explorer(args.seconds, args.overrides, args.out, args.rss_after)
         original = None if args.skip_original else run_original(args.original_seconds)
     finally:
         if xvfb is not None:
@@ -188,7 +190,7 @@ def main() -> None:
         ("ticks missed", str(loop["missed_ticks"])),
         ("watchdog trips", str(loop["watchdog_trips"])),
         ("learner updates/s", f"{learner.get('updates_per_s', float('nan')):.1f}"),
-        ("RSS start → end MiB (change)", f"{ours['memory'].get('rss_start_mib')} → {ours['memory'].get('rss_end_mib')} ({ours['memory'].get('rss_change_pct')} %)"),
+        (f"RSS after {ours['memory'].get('rss_from_s')} s → end MiB (change)", f"{ours['memory'].get('rss_start_mib')} → {ours['memory'].get('rss_end_mib')} ({ours['memory'].get('rss_change_pct')} %)"),
         ("RSS growth over the second half, MiB/min", str(ours["memory"].get("rss_growth_mib_per_min", "n/a (needs --seconds 300 or more)"))),
     ]
     if original is not None:

@@ -24,11 +24,17 @@ from typing import Any
 import numpy as np
 
 from explorer.config import LearnerConfig
-from explorer.core import ExplorerError, Learner
+from explorer.core import ExplorerError, IdleWindow, Learner
 
 #: live mode: transitions and frames the control thread may add while one batch is drawn and copied (a copy
 #: takes milliseconds, a tick tens); their slots are left out, and the frames are copied outside the lock
 LIVE_MARGIN = (4, 64)
+
+
+#: an update enters a wait between ticks only if this share of its recent duration is left of it. Measured on the
+#: 2-core test bed (docs/experiments.md): 1.2 (never into the next tick) gave one update per tick, 29.9 updates/s,
+#: p99 22 ms; 0.8 gave 33.5 updates/s, p99 25 ms; 0.5 gave 41 updates/s, p99 28 ms and a watchdog trip
+UPDATE_MARGIN = 0.8
 
 
 class LearnerDied(ExplorerError):
@@ -42,12 +48,19 @@ class ThreadedLearner:
       learner: trains from replay (:class:`explorer.agent.learner.Learner`).
       config: the learner section (``publish_every``, ``max_updates_per_s``).
       ready: whether learning may start (past the actor's warm-up steps, replay filled).
+      window: when given, an update starts only inside it: while the acting thread waits for its
+        next tick, and only if most of the update (:data:`UPDATE_MARGIN` of its recent duration)
+        fits in what is left of the wait, or if it is the first in this wait. So training fills
+        the gaps between ticks instead of delaying actions.
     """
 
-    def __init__(self, learner: Learner, config: LearnerConfig, ready: Callable[[], bool]):
+    def __init__(self, learner: Learner, config: LearnerConfig, ready: Callable[[], bool],
+                 window: IdleWindow | None = None):
         self.learner = learner
         self.config = config
         self.ready = ready
+        self.window = window
+        self.update_s = 0.0  # recent duration of one update (moving average), seconds
         self.updates = 0
         self.published = 0
         self.installed = 0
@@ -100,13 +113,17 @@ class ThreadedLearner:
                 if not (self.ready() and self.learner.ready()):
                     self._stop.wait(0.02)
                     continue
+                if self.window is not None and not self.window.enter(UPDATE_MARGIN * self.update_s, timeout=0.1):
+                    continue
                 t0 = time.monotonic()
                 if self._first_update is None:
                     self._first_update = t0
                 metrics = self.learner.step(margin=LIVE_MARGIN)
                 self.updates += 1
                 self._last_update = time.monotonic()
-                self._train_s += self._last_update - t0
+                took = self._last_update - t0
+                self._train_s += took
+                self.update_s = took if self.updates == 1 else 0.9 * self.update_s + 0.1 * took
                 if self.updates % self.config.publish_every == 0:
                     self._snapshot = self.learner.get_weights()
                     self.published += 1

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import ExplorerError, Pacer, Step
+from explorer.core import ExplorerError, IdleWindow, Pacer, Step
 from explorer.envs.pad import Pad, Watchdog
 from explorer.envs.ring import FrameRing
 from explorer.envs.screen import CaptureThread, Screen, ScreenError
@@ -72,12 +72,14 @@ class LiveEnv:
       first_frame_timeout_s: how long :meth:`reset` waits for the first frame.
       checks: more health checks run every tick (the game engine, ...); each raises to stop.
       stop: a stop request cuts the tick's sleep short.
+      window: opened from each send until the next tick (and while paused), closed while a
+        tick's work runs: when a learner thread may train without delaying an action.
     """
 
     def __init__(self, screen: Screen, pad: Pad, *, stack: int, ring_capacity: int, capture_fps: float, hz: float,
                  blank_s: float = 3.0, stall_s: float = 1.0, watchdog_s: float | None = None,
                  first_frame_timeout_s: float = 5.0, checks: Sequence[Callable[[], None]] = (),
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, window: IdleWindow | None = None):
         self.screen = screen
         self.pad = pad
         self.stack = stack
@@ -91,6 +93,7 @@ class LiveEnv:
         self.checks = tuple(checks)
         self.watchdog = Watchdog(pad, watchdog_s) if watchdog_s else None
         self.latencies = LatencyHistogram()
+        self.window = window
         self._obs_t = 0.0
         self._acting = False
         self._started = False
@@ -125,7 +128,11 @@ class LiveEnv:
             self._acting = True
         if self.watchdog is not None:
             self.watchdog.feed()
+        if self.window is not None:
+            self.window.open(self.pacer.upcoming())
         self.pacer.wait()
+        if self.window is not None:
+            self.window.close()
         self.capture.check()
         for check in self.checks:
             check()
@@ -144,7 +151,11 @@ class LiveEnv:
             self._acting = False
         if self.watchdog is not None:
             self.watchdog.feed()
+        if self.window is not None:
+            self.window.open(time.monotonic() + 0.05)
         time.sleep(0.05)
+        if self.window is not None:
+            self.window.close()
 
     def neutral(self) -> None:
         self.pad.neutral()

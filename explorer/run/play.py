@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from explorer.config import Config
-from explorer.core import Actor
+from explorer.core import Actor, IdleWindow
 from explorer.envs.pad import Pad
 from explorer.envs.screen import screen_region
 from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
@@ -72,6 +72,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         kept.run_dir = run.path
         agent = None
         threaded = None
+        window: IdleWindow | None = None
         keep: Callable[[], str | None] = lambda: None  # noqa: E731
         if actor is None:
             from explorer.agent.threaded import ThreadedLearner
@@ -84,8 +85,9 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
                 agent.checkpointer(Path(resume) / "checkpoints").restore()
                 learning.new_episode = True  # whatever the game is doing now, it is not where that run stopped
                 learning.set_weights(agent.learner.get_weights())
+            window = IdleWindow() if config.learner.between_ticks else None
             threaded = ThreadedLearner(agent.learner, config.learner,
-                                       ready=lambda: learning.steps >= config.learner.warmup_steps)
+                                       ready=lambda: learning.steps >= config.learner.warmup_steps, window=window)
             keep = _keep_what_was_learned(threaded, checkpointer, learning, signals)
             # Registered before the env, so the env (and its pad) closes first, on every way out.
             stack.push(_unless_diverged(keep))
@@ -93,7 +95,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         env = LiveEnv(screen, pad, stack=config.observation.stack, ring_capacity=config.ring.capacity,
                       capture_fps=config.capture.fps, hz=config.control.hz, blank_s=config.capture.blank_seconds,
                       stall_s=config.capture.stall_seconds, watchdog_s=config.control.watchdog_ticks / config.control.hz,
-                      checks=checks, stop=controls.stop)
+                      checks=checks, stop=controls.stop, window=window)
         stack.callback(env.close)
         driver = Driver(env, actor, controls, hold=focus_check(config.capture.window_title)
                         if config.control.pause_unfocused and config.capture.source == "window" else None)
