@@ -150,12 +150,12 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path, map_name: str = "my_way_home") -> dict:
     """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures.
 
-    ``overrides`` reach the learning agents; those of the ``game`` section reach every agent.
+    ``overrides`` reach the learning agents; those of the ``game`` section and ``run.threads`` reach every agent.
     """
     from explorer.config import load, quote
     from explorer.run.explore import explore
 
-    game_sets = [o for o in overrides if o.strip().startswith("game.")]
+    game_sets = [o for o in overrides if o.strip().startswith(("game.", "run.threads"))]
     sets = [f"run.seed={seed}", f"run.steps={steps}",  # seeds the game, the learner and the novelty networks
             *MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
             f"run.log_every={max(steps // 20, 1)}"]
@@ -248,15 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--maps", nargs="+", choices=list(MAPS), help="run on these maps of the suite only")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents; game.KEY=VALUE for all agents "
-                         "(after each map's own settings)")
-    ap.add_argument("--threads", type=int, default=0, help="TensorFlow intra-op threads (0 = default)")
+                         "and run.threads for all agents (after each map's own settings)")
+    ap.add_argument("--threads", type=int, default=0, help="TensorFlow inter- and intra-op threads, every agent (0: run.threads)")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     if args.threads:
-        import tensorflow as tf
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        args.overrides.append(f"run.threads=[{args.threads},{args.threads}]")
     maps = args.maps or (list(MAPS) if args.suite else ["my_way_home"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

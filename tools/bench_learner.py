@@ -14,7 +14,7 @@ anything else give noise, not figures::
 
     python tools/bench_learner.py                      # the default config
     python tools/bench_learner.py --set learner.batch_size=64 --seconds 20
-    python tools/bench_learner.py --threads 1 1        # inter- and intra-op threads
+    python tools/bench_learner.py --threads 1 1        # inter- and intra-op threads (default: run.threads)
     python tools/bench_learner.py --set learner.xla=true   # the update as one XLA cluster
 """
 
@@ -68,13 +68,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
-    if args.threads:
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads[0])
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads[1])
     from explorer.config import load
-    from explorer.run.builder import build_agent, seed_everything
+    from explorer.run.builder import build_agent, configure_threads, seed_everything
 
     config = load(None, args.overrides)
+    configure_threads(tuple(args.threads) if args.threads else config.run.threads)  # as explore and play do
     seed_everything(config.run.seed)
     from explorer.envs.screen import observation_shape
     t0 = time.perf_counter()
