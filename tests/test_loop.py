@@ -173,6 +173,12 @@ def test_watchdog_centres_the_pad_when_the_loop_stalls():
     assert between, pad.calls[sends[9]:sends[10] + 1]
     assert pad.times[between[0]] - pad.times[sends[9]] >= 3 / 50
     assert pad.times[sends[10]] - pad.times[sends[9]] >= 0.5
+    # the run says when it stalled and for how long
+    assert stats.env["longest_gap_ms"] >= 500
+    assert len(stats.env["watchdog_trips_after_s"]) == stats.env["watchdog_trips"]
+    stall_at = pad.times[sends[9]] - pad.times[sends[0]]  # seconds after the first send (the watchdog starts before it)
+    assert any(stall_at - 0.1 <= t <= stall_at + 0.3 for t in stats.env["watchdog_trips_after_s"]), \
+        (stall_at, stats.env["watchdog_trips_after_s"])
 
 
 def test_pause_centres_the_pad_and_stop_ends_the_run():

@@ -212,18 +212,24 @@ class Watchdog:
         self.pad = pad
         self.timeout_s = float(timeout_s)
         self._last = time.monotonic()
+        self._started = self._last
         self._tripped = False
         self.trips = 0
+        #: seconds after :meth:`start` of the first trips (at most 100), and the longest time between two feeds
+        self.trip_times: list[float] = []
+        self.longest_gap_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pad-watchdog", daemon=True)
 
     def start(self) -> Watchdog:
-        self._last = time.monotonic()
+        self._last = self._started = time.monotonic()
         self._thread.start()
         return self
 
     def feed(self) -> None:
-        self._last = time.monotonic()
+        now = time.monotonic()
+        self.longest_gap_s = max(self.longest_gap_s, now - self._last)
+        self._last = now
         self._tripped = False
 
     def _run(self) -> None:
@@ -232,6 +238,8 @@ class Watchdog:
             if not self._tripped and time.monotonic() - self._last > self.timeout_s:
                 self._tripped = True
                 self.trips += 1
+                if len(self.trip_times) < 100:
+                    self.trip_times.append(round(self._last - self._started, 2))
                 self.pad.neutral()
 
     def stop(self) -> None:
