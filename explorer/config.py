@@ -176,10 +176,11 @@ class RunConfig(_Section):
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
     log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")
     threads: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
-        (0, 1), description="TensorFlow's inter-op and intra-op thread pools (0: TensorFlow's choice, one thread "
-        "per core); set before TensorFlow starts. Default [0, 1]: independent ops run side by side, each on one "
-        "thread; on 2 cores the learner's small convolutions ran 1.17x the updates/s so, against [0, 0] (measured, "
-        "docs/experiments.md); on many cores try [0, 0]")
+        (0, 0), description="TensorFlow's inter-op and intra-op thread pools, set before TensorFlow starts. Inter-op "
+        "0: TensorFlow's choice (one thread per core). Intra-op 0: one thread per op, so independent ops run side by "
+        "side: on 2 cores the learner's small convolutions made 1.17x the updates/s so against splitting each op over "
+        "both cores (docs/experiments.md); N splits each op over N threads (try the number of cores on a big machine). Explore and play; with "
+        "run.workers > 1 the learner keeps TensorFlow's choice and each worker run.worker_cpus")
     workers: int = Field(1, ge=1, description="game instances feeding one learner (explore). 1: one process, as "
                          "always; more: each game runs in a Ray actor of its own (pip install -e '.[ray]')")
     address: str = Field("", description="run.workers > 1: the Ray cluster to join (the address ray start --head "

@@ -222,7 +222,8 @@ def test_gradients_reach_the_button_heads_and_the_critic_sees_buttons_as_sent():
     learner = Learner(config, (16, 16, 9), 9, replay, buttons=buttons)  # the guard ran in the constructor
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"], training=False)
-    out = learner.actor.get_layer("actor_head").get_layer("actor_out").kernel
+    head = learner.actor if config.shared_encoder else learner.actor.get_layer("actor_head")  # default: shared
+    out = head.get_layer("actor_out").kernel
     with tf.GradientTape() as tape:
         loss, _ = learner.actor_loss(batch["obs"], batch["ctx"], features)
     grad = tape.gradient(loss, out).numpy()  # [hidden, 2 * 6]: means then log-stds

@@ -114,3 +114,25 @@ def test_thread_pools_are_sized_before_tensorflow_starts_and_refused_after():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
     assert out[0] == "1 2"
     assert out[1].startswith("ExplorerError run.threads = [2, 1] cannot")
+
+
+def test_by_default_each_op_gets_one_thread_and_a_program_that_started_tensorflow_keeps_its_pools():
+    import subprocess
+    import sys
+
+    script = (
+        "from explorer.config import Config\n"
+        "from explorer.run.builder import configure_threads\n"
+        "import tensorflow as tf\n"
+        "configure_threads(Config().run.threads)\n"
+        "print(tf.config.threading.get_inter_op_parallelism_threads(), tf.config.threading.get_intra_op_parallelism_threads())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    assert out[0] == "0 1"  # inter-op: TensorFlow's choice; intra-op: one thread per op
+    script = (
+        "from explorer.run.builder import configure_threads\n"
+        "import tensorflow as tf\n"
+        "tf.constant(1.0) + 1.0\n"
+        "configure_threads((0, 0))  # too late for the one-thread choice: left out, no error\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    assert out[0] == "0"
