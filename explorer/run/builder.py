@@ -8,6 +8,7 @@ a random baseline). Modes pick what they need from the result.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,10 +166,8 @@ def configure_threads(threads: tuple[int, int]) -> None:
             raise ExplorerError(f"run.threads = {list(threads)} cannot be applied: TensorFlow has already started "
                                 f"in this process ({err})") from err
     if not intra:
-        try:
+        with contextlib.suppress(RuntimeError):  # TensorFlow has started: its pools stay as they are
             tf.config.threading.set_intra_op_parallelism_threads(1)
-        except RuntimeError:
-            pass  # TensorFlow has started: its pools stay as they are
 
 
 def seed_everything(seed: int, eager: bool = False) -> None:
