@@ -578,8 +578,8 @@ def memory_needed(config: Config) -> dict[str, int]:
 
     ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
     sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
-    encoders scale them to, and the first convolution's outputs of the four encoder passes of
-    an update); ``networks``: the largest weight matrices (``hidden x hidden`` of
+    encoders scale them to, and the first convolution's outputs of the encoder passes of an
+    update: two with a shared encoder, else four); ``networks``: the largest weight matrices (``hidden x hidden`` of
     each critic, target and actor head, the dense layer of each encoder) with Adam's two copies
     of the trained ones, ``float32``; ``novelty``: the episodic memory and recent frames;
     ``record``: one chunk of frames when recording.
@@ -591,12 +591,13 @@ def memory_needed(config: Config) -> dict[str, int]:
     # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
     encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
     heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
+    passes = 2 if learner.shared_encoder else 4  # encoder passes forward per update
     dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
     memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
     recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
     return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
             "ring": config.ring.capacity * frame_bytes,
-            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * 4 * _first_conv(config)),
+            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
             "networks": 4 * (encoders + heads),
             "novelty": memory + recent,
             "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
