@@ -165,7 +165,7 @@ class RunConfig(_Section):
     """A run of ``explorer explore`` or ``explorer play``."""
 
     dir: str = Field("runs", description="parent folder of run directories")
-    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 18 min on 2 cores)")
+    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 16 min on 2 cores)")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="the run's seed: Python's, numpy's and TensorFlow's generators, "
                       "and every part whose own seed is unset: game.seed = run.seed, learner.seed = run.seed, "
                       "novelty.seed = run.seed + 1")
