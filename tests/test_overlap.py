@@ -96,10 +96,15 @@ def test_sampling_at_a_mark_never_draws_what_came_after_it():
     assert np.any(replay.sample(2000)["reward"] == -1.0)  # without the mark they are drawn
 
 
-def test_thread_pools_are_sized_before_tensorflow_starts_and_refused_after():
+def python_lines(script: str) -> list[str]:
+    """What ``script`` prints, line by line, run by a fresh Python (TensorFlow not started)."""
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+
+
+def test_thread_pools_are_sized_before_tensorflow_starts_and_refused_after():
     script = (
         "from explorer.run.builder import configure_threads\n"
         "import tensorflow as tf\n"
@@ -111,22 +116,19 @@ def test_thread_pools_are_sized_before_tensorflow_starts_and_refused_after():
         "    configure_threads((2, 1))\n"
         "except Exception as err:\n"
         "    print(type(err).__name__, str(err)[:40])\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    out = python_lines(script)
     assert out[0] == "1 2"
     assert out[1].startswith("ExplorerError run.threads = [2, 1] cannot")
 
 
 def test_by_default_each_op_gets_one_thread_and_a_program_that_started_tensorflow_keeps_its_pools():
-    import subprocess
-    import sys
-
     script = (
         "from explorer.config import Config\n"
         "from explorer.run.builder import configure_threads\n"
         "import tensorflow as tf\n"
         "configure_threads(Config().run.threads)\n"
         "print(tf.config.threading.get_inter_op_parallelism_threads(), tf.config.threading.get_intra_op_parallelism_threads())\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    out = python_lines(script)
     assert out[0] == "0 1"  # inter-op: TensorFlow's choice; intra-op: one thread per op
     script = (
         "from explorer.run.builder import configure_threads\n"
@@ -134,5 +136,5 @@ def test_by_default_each_op_gets_one_thread_and_a_program_that_started_tensorflo
         "tf.constant(1.0) + 1.0\n"
         "configure_threads((0, 0))  # too late for the one-thread choice: left out, no error\n"
         "print(tf.config.threading.get_intra_op_parallelism_threads())\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    out = python_lines(script)
     assert out[0] == "0"

@@ -148,15 +148,15 @@ def test_a_new_run_that_wrote_nothing_is_removed_and_one_that_did_stays(tmp_path
         raise RuntimeError("engine failed")
     assert not failed.path.exists()
     with rd.RunDir(tmp_path, "stopped", Config()) as stopped:  # stopped before its first step, no exception
-        pass
+        assert stopped.path.is_dir()  # there while open
     assert not stopped.path.exists()
     with rd.RunDir(tmp_path, "logged", Config()) as logged:
         logged.log({"step": 1})
     assert (logged.path / "metrics.jsonl").is_file()
     kept = tmp_path / "kept"
     kept.mkdir()
-    with rd.RunDir.reopen(kept):  # a run given by path (a resume) is never removed
-        pass
+    with rd.RunDir.reopen(kept) as resumed:  # a run given by path (a resume) is never removed
+        assert resumed.path == kept
     assert kept.is_dir()
 
 
