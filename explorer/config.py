@@ -216,6 +216,14 @@ class NoveltyConfig(_Section):
         "its running mean (Never Give Up); new_place: 1 when the new embedding is farther from every place remembered "
         "this episode than the running place_quantile of such distances, and it is then remembered as a place, "
         "else 0 (Episodic Curiosity): standing still or turning in place earns nothing")
+    lifelong: Literal["none", "rnd"] = Field(
+        "none", description="episodic: a lifelong factor on the episodic reward (Never Give Up's product). "
+        "rnd: 1 + the standardised error of a predictor against a fixed random CNN on the new frame, trained on replay, "
+        "clipped to [1, lifelong_max]: places seen often over the whole run earn less, new ones up to lifelong_max "
+        "times more; none: the episodic reward alone")
+    lifelong_max: float = Field(5.0, ge=1.0, description="lifelong: largest factor on the episodic reward (L in Never Give Up)")
+    lifelong_decay: float = Field(0.999, gt=0, lt=1, description="lifelong: decay of the running mean/variance that "
+                                  "standardises the predictor's error, per agent step")
     place_quantile: float = Field(0.5, gt=0, lt=1, description="new_place: quantile of recent nearest-place distances "
                                   "a new embedding must exceed (higher: fewer, farther-apart places)")
     place_history: int = Field(2000, gt=0, description="new_place: recent nearest-place distances the quantile is taken over, agent steps")

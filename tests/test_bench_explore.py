@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def bench():
     spec = importlib.util.spec_from_file_location("bench_explore", ROOT / "tools" / "bench_explore.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # so --jobs processes find its functions by name
     spec.loader.exec_module(module)
     return module
 
@@ -74,3 +76,16 @@ def test_suite_runs_every_map_and_writes_table_and_json(bench, tmp_path):
     table = (tmp_path / "suite.md").read_text().splitlines()
     assert [line.split(" | ")[0] for line in table[2:]] == ["| my_way_home", "| E1M1", "| E1M2", "| E1M3", "| average"]
     assert (tmp_path / "coverage.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_jobs_run_in_processes_of_their_own_with_the_same_figures_in_the_same_order(bench, tmp_path):
+    common = ["--steps", "130", "--seeds", "0", "1", "--agents", "sticky", "uniform", "--set", "game.episode_steps=60"]
+    assert bench.main([*common, "--jobs", "2", "--out", str(tmp_path / "two")]) == 0
+    assert bench.main([*common, "--out", str(tmp_path / "one")]) == 0
+    two, one = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("two", "one"))
+    assert [(r["agent"], r["seed"]) for r in two] == [("sticky", 0), ("sticky", 1), ("uniform", 0), ("uniform", 1)]
+    assert [(r["agent"], r["seed"], r["per_episode"], r["total_cells"]) for r in two] == \
+        [(r["agent"], r["seed"], r["per_episode"], r["total_cells"]) for r in one]
+    assert len({r["run_dir"] for r in two + one}) == 8
+    assert "run.threads=[1,1]" in json.loads((tmp_path / "two" / "suite.json").read_text())["overrides"]

@@ -186,3 +186,35 @@ def test_temporal_embedding_pulls_successors_together():
     f = tf.math.l2_normalize(n.embed(n.newest(nxt)), -1)
     sim = tf.matmul(e, f, transpose_b=True).numpy()
     assert np.mean(np.diag(sim)) > np.mean(sim[~np.eye(8, dtype=bool)]) + 0.2
+
+
+def test_lifelong_factor_falls_on_what_was_trained_on_and_stays_in_its_range():
+    config = NoveltyConfig(signal="episodic", embedding="random", knn=1, exclude_recent=0, lifelong="rnd",
+                           lifelong_max=3.0, lifelong_decay=0.9, learning_rate=3e-3)
+    n = make_novelty(config, (16, 16, 1), stack=2)
+    assert n.lifelong is not None and n.lifelong.predictor in n.learned()
+    seen = tf.stack([_obs(i) for i in range(8)])
+    losses = [float(n.train(seen, tf.zeros([8, 4]), seen)["lifelong_loss"]) for _ in range(60)]
+    assert losses[-1] < 0.3 * losses[0]
+    errors = n.lifelong.errors(n.newest(seen)).numpy()
+    unseen = n.lifelong.errors(n.newest(tf.stack([_obs(i + 50) for i in range(8)]))).numpy()
+    assert unseen.mean() > 3 * errors.mean()  # new frames are predicted worse than the ones trained on
+    factors = []
+    for i in range(8):  # the running statistics learn what seen frames score
+        factors.append(float(n.lifelong.factor(n.newest(seen[i]))))
+    new = float(n.lifelong.factor(n.newest(_obs(99))))
+    assert factors[0] == 1.0  # the first frame starts the statistics
+    assert all(1.0 <= f <= 3.0 for f in factors) and new == pytest.approx(3.0)  # clipped at lifelong_max
+
+
+def test_lifelong_multiplies_the_episodic_reward():
+    plain = make_novelty(NoveltyConfig(signal="episodic", embedding="random", knn=1, exclude_recent=0), (16, 16, 1), stack=2)
+    both = make_novelty(NoveltyConfig(signal="episodic", embedding="random", knn=1, exclude_recent=0, lifelong="rnd",
+                                      lifelong_decay=0.5), (16, 16, 1), stack=2)
+    a = tf.zeros([4])
+    for n in (plain, both):
+        n.reset(_obs(0))
+    rewards = [(float(plain.reward(_obs(i), a, _obs(i + 1))), float(both.reward(_obs(i), a, _obs(i + 1)))) for i in range(12)]
+    assert all(b >= p * (1 - 1e-5) and b <= p * 5.0 * (1 + 1e-5) for p, b in rewards)
+    assert any(b > p * 1.01 for p, b in rewards)  # the factor is not always 1
+    assert "lifelong_predictor" in both.checkpoint_items() and "lifelong_predictor" not in plain.checkpoint_items()

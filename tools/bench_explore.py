@@ -34,9 +34,15 @@ switches as the maps made them). It reports per map and averaged over the maps:
 
 It writes the table as ``suite.md`` and all figures as ``suite.json`` in ``--out``.
 
+``--jobs N`` runs N runs at a time, each in a fresh process of its own (and,
+unless ``--threads`` says otherwise, with one TensorFlow thread per pool, so N
+runs share N cores): the figures are those of the same runs one after another
+(each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
+
     python tools/bench_explore.py --steps 50000 --seeds 0 1 2 --agents uniform sticky original episodic
     python tools/bench_explore.py --agents episodic --set learner.algo=td3 --set novelty.embedding=random
     python tools/bench_explore.py --suite --steps 50000 --seeds 0 1 --agents sticky_prior frozen episodic
+    python tools/bench_explore.py --suite --steps 30000 --seeds 0 1 2 --agents sticky_prior episodic --jobs 2
 """
 
 from __future__ import annotations
@@ -198,6 +204,27 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     return result
 
 
+def _runs(tasks: list[tuple], jobs: int):
+    """The results of :func:`run` for each task, in the order they finish: one after another in this
+    process, or ``jobs`` at a time, each in a fresh process (TensorFlow and the engine start anew)."""
+    if jobs == 1:
+        for task in tasks:
+            yield run(*task)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1) as pool:
+        futures = [pool.submit(run, *task) for task in tasks]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
 def _mean_std(values: list[float]) -> str:
     v = np.asarray(values, np.float64)
     if v.size == 0 or np.all(np.isnan(v)):
@@ -250,23 +277,33 @@ def main(argv: list[str] | None = None) -> int:
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents; game.KEY=VALUE for all agents "
                          "and run.threads for all agents (after each map's own settings)")
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow inter- and intra-op threads, every agent (0: run.threads)")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in a process of its own "
+                    "(with one TensorFlow thread per pool unless --threads is given)")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    if args.threads:
-        args.overrides.append(f"run.threads=[{args.threads},{args.threads}]")
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    here = Path(__file__).resolve().parent
+    for path in (str(here.parent), str(here)):  # explorer, and this script by name for the --jobs processes
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    threads = args.threads or (1 if args.jobs > 1 else 0)
+    if threads:
+        args.overrides.append(f"run.threads=[{threads},{threads}]")
     maps = args.maps or (list(MAPS) if args.suite else ["my_way_home"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    tasks = [(name, seed, args.steps, args.overrides, out, map_name)
+             for map_name in maps for name in args.agents for seed in args.seeds]
     results = []
-    for map_name in maps:
-        for name in args.agents:
-            for seed in args.seeds:
-                r = run(name, seed, args.steps, args.overrides, out, map_name)
-                results.append(r)
-                (out / "results.json").write_text(json.dumps(results))
-                if r["failure"]:
-                    print(f"[{name} s{seed}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    for r in _runs(tasks, args.jobs):
+        results.append(r)
+        (out / "results.json").write_text(json.dumps(results))
+        if r["failure"]:
+            print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    order = {(t[5], t[0], t[1]): i for i, t in enumerate(tasks)}
+    results.sort(key=lambda r: order[(r["map"], r["agent"], r["seed"])])
+    (out / "results.json").write_text(json.dumps(results))
     table, rows = suite_table(results, args.agents, maps)
     (out / "suite.md").write_text(table)
     (out / "suite.json").write_text(json.dumps({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,

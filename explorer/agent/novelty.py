@@ -242,6 +242,58 @@ class Novelty:
         return self._normalise(self._raw(obs, action, next_obs))
 
 
+class Lifelong:
+    """Never Give Up's lifelong novelty: a factor in ``[1, L]`` on the episodic reward.
+
+    Random network distillation on the new frame: a predictor CNN, trained on
+    replay, chases a fixed random CNN; its error is standardised by a slow running
+    mean and variance, and the factor is ``clip(1 + (error - mean) / std, 1, L)``.
+    A place seen often over the whole run is predicted well and earns the episodic
+    reward as is; one rarely seen earns up to ``L`` times more. The episodic part
+    still says what is new in this episode; this part says which of it is new to
+    the agent at all.
+    """
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, ...]):
+        self.config = config
+        self.target = random_cnn(tuple(frame_shape), config.seed + 20, config.embed_dim, pooled=False, name="lifelong_target")
+        self.predictor = random_cnn(tuple(frame_shape), config.seed + 27, config.embed_dim, pooled=False,
+                                    name="lifelong_predictor")
+        self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        self.mean = tf.Variable(0.0, trainable=False, name="lifelong_mean")
+        self.var = tf.Variable(0.0, trainable=False, name="lifelong_var")
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="lifelong_steps")
+
+    def errors(self, frames: tf.Tensor) -> tf.Tensor:
+        """Squared prediction error per frame: ``uint8[B, H, W, C]`` -> ``float32[B]``."""
+        return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
+                                        - tf.stop_gradient(self.target(frames, training=False))), axis=-1)
+
+    def factor(self, frame: tf.Tensor) -> tf.Tensor:
+        """The factor for one new frame ``uint8[H, W, C]``; updates the running statistics."""
+        err = self.errors(frame[None])[0]
+        first = tf.equal(self.steps, 0)
+        mean, var = ema_update(self.mean, self.var, err, self.config.lifelong_decay, first)
+        alpha = 1.0 + (err - self.mean) / tf.sqrt(self.var + _EPS)  # against the statistics before this frame
+        self.mean.assign(mean)
+        self.var.assign(var)
+        self.steps.assign_add(1)
+        return tf.where(first, 1.0, tf.clip_by_value(alpha, 1.0, self.config.lifelong_max))
+
+    def train(self, frames: tf.Tensor) -> dict[str, tf.Tensor]:
+        variables = self.predictor.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self.errors(frames))
+        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"lifelong_loss": loss}
+
+    def checkpoint_items(self) -> dict[str, Any]:
+        return {"lifelong_target": self.target, "lifelong_predictor": self.predictor,
+                "lifelong_optimizer": self.optimizer, "lifelong_mean": self.mean, "lifelong_var": self.var,
+                "lifelong_steps": self.steps}
+
+
 class EpisodicNovelty(Novelty):
     """Never-Give-Up style: kNN distance of the new embedding to this episode's embeddings.
 
@@ -249,6 +301,9 @@ class EpisodicNovelty(Novelty):
     embedding farther from all of them than the running quantile of such
     distances is a new place, earns 1 and is remembered; anything else earns 0
     (in the manner of Savinov et al., Episodic Curiosity through Reachability, 2019).
+
+    With ``lifelong = "rnd"`` the reward is multiplied by :class:`Lifelong`'s factor
+    (Never Give Up's episodic x lifelong product).
     """
 
     name = "episodic"
@@ -278,6 +333,7 @@ class EpisodicNovelty(Novelty):
                                    kernel_initializer=keras.initializers.GlorotUniform(config.seed + 3)),
             ], name="inverse_head")
             self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        self.lifelong = Lifelong(config, frame_shape) if config.lifelong == "rnd" else None
         super().__init__(config, frame_shape, stack, action_dim)
 
     def _embed(self, frame: tf.Tensor) -> tf.Tensor:
@@ -314,16 +370,21 @@ class EpisodicNovelty(Novelty):
 
     def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         if self.places:
-            return self._new_place(next_obs)
-        raw = self._raw(obs, action, next_obs)
-        # Early in an episode nothing is old enough to compare with: "as new as usual".
-        return tf.cond(raw < 0, lambda: tf.constant(1.0), lambda: self._normalise(raw))
+            reward = self._new_place(next_obs)
+        else:
+            raw = self._raw(obs, action, next_obs)
+            # Early in an episode nothing is old enough to compare with: "as new as usual".
+            reward = tf.cond(raw < 0, lambda: tf.constant(1.0), lambda: self._normalise(raw))
+        if self.lifelong is not None:
+            reward = reward * self.lifelong.factor(self.newest(next_obs))
+        return reward
 
     def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
+        metrics = self.lifelong.train(self.newest(next_obs)) if self.lifelong is not None else {}
         if self.temporal:
-            return self._train_temporal(obs, next_obs)
+            return {**metrics, **self._train_temporal(obs, next_obs)}
         if self.inverse is None:
-            return {}
+            return metrics
         variables = self.embed.trainable_variables + self.inverse.trainable_variables
         with tf.GradientTape() as tape:
             e0 = self.embed(self.newest(obs), training=True)
@@ -333,7 +394,7 @@ class EpisodicNovelty(Novelty):
         grads = tape.gradient(loss, variables)
         grads, _ = tf.clip_by_global_norm(grads, 10.0)
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return {"inverse_loss": loss}
+        return {**metrics, "inverse_loss": loss}
 
     def _train_temporal(self, obs: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
         # Frames a few steps apart (obs and its n-step successor) are pulled together, other frames
@@ -352,11 +413,14 @@ class EpisodicNovelty(Novelty):
         return {"temporal_loss": loss}
 
     def learned(self) -> list[keras.Model]:
-        return [self.embed] if self.temporal or self.inverse is not None else []
+        models = [self.embed] if self.temporal or self.inverse is not None else []
+        return models + ([self.lifelong.predictor] if self.lifelong is not None else [])
 
     def checkpoint_items(self) -> dict[str, Any]:
         items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
                  "history": self.history, "history_count": self.history_count}
+        if self.lifelong is not None:
+            items.update(self.lifelong.checkpoint_items())
         if self.temporal:
             items.update(optimizer=self.optimizer)
         if self.inverse is not None:
