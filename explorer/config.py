@@ -275,6 +275,12 @@ class LearnerConfig(_Section):
                                  "(1.4x the updates/s on 2 cores, docs/experiments.md)")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
+    random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
+                                  "starts a random option instead of asking the policy: sticks drawn as the warm-up "
+                                  "and sticky_prior draw them (uniform, moved by action_prior, on the stick range; each "
+                                  "button pressed half the time), held for option_steps decisions (temporally extended "
+                                  "exploration, as in ez-greedy); 0: the policy always decides")
+    option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options)")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")

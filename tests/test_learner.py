@@ -407,3 +407,36 @@ def test_xla_nan_loss_is_the_same_one_line_error_and_nothing_after_it_is_applied
     assert all(np.all(np.isfinite(value)) for value in after.values())
     if check == "actor loss":  # the critic update before it was applied
         assert not np.array_equal(after["heads/0"], before["heads/0"])
+
+
+def test_random_options_hold_random_sticks_for_their_decisions_and_survive_a_checkpoint():
+    agent = make({"warmup_steps": 0, "random_options": 0.2, "option_steps": 5, "noise_rho": 0.0})
+    step = Step(tf.constant(np.zeros(SHAPE, np.uint8)), first=False)
+    agent.actor.new_episode = False  # one long episode (act() alone never ends one)
+    acts = np.array([agent.actor.act(step) for _ in range(400)])
+    same = np.all(acts[1:] == acts[:-1], axis=1)  # the policy's noisy actions never repeat exactly
+    runs, n = [], 1
+    for s in same:
+        if s:
+            n += 1
+        else:
+            runs.append(n)
+            n = 1
+    options = [r for r in runs if r > 1]
+    assert options and all(r % 5 == 0 for r in options)  # held for option_steps decisions (back to back: 10, 15)
+    share = sum(options) / len(acts)
+    assert 0.3 < share < 0.8  # 0.2 per decision, 5 decisions each: about half the steps
+    lo, hi = np.array(SMALL["action_low"]), np.array(SMALL["action_high"])
+    assert (acts >= lo).all() and (acts <= hi).all()
+    agent.actor.option_left = 3
+    state = agent.actor.state()
+    fresh = make({"warmup_steps": 0, "random_options": 0.2, "option_steps": 5})
+    fresh.actor.load(state)
+    assert fresh.actor.option_left == 3 and np.array_equal(fresh.actor.option, agent.actor.option)
+    del state["option"], state["option_left"]  # a checkpoint from before random options
+    fresh.actor.load(state)
+    assert fresh.actor.option is None and fresh.actor.option_left == 0
+    off = make({"warmup_steps": 0, "noise_rho": 0.0})
+    off.actor.new_episode = False
+    acts = np.array([off.actor.act(step) for _ in range(100)])
+    assert not np.any(np.all(acts[1:] == acts[:-1], axis=1))  # off: the policy decides every step

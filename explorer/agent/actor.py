@@ -60,6 +60,8 @@ class LearningActor:
         self.new_episode = True
         self.held: np.ndarray | None = None  # the decision being held, and for how many steps it was returned
         self.held_steps = 0
+        self.option: np.ndarray | None = None  # a random option's squashed action, and its decisions left
+        self.option_left = 0
         self.started = False  # the last act() made a new decision
         self.last_ctx = context.value()
         self.last_reward = 0.0
@@ -98,6 +100,7 @@ class LearningActor:
         if self.new_episode:
             self.context.reset()
             self.held = None
+            self.option_left = 0
         self.last_ctx = self.context.value()
         if self.held is not None and self.held_steps < c.action_repeat:
             self.held_steps += 1
@@ -111,6 +114,8 @@ class LearningActor:
             self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=self.sticks.dim)).astype(np.float32)
             if self.steps < c.warmup_steps:
                 a = np.clip(self.noise + self.sticks.prior, -1.0, 1.0)
+            elif self.option_left > 0 or (c.random_options > 0 and self.rng.random() < c.random_options):
+                a = self._option()
             else:
                 mean, log_std = self.policy(step.obs, self.last_ctx)
                 if c.algo == "sac":
@@ -120,6 +125,15 @@ class LearningActor:
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
         return self.held.copy()
+
+    def _option(self) -> np.ndarray:
+        """The squashed action of the random option under way, or of a new one (``random_options``)."""
+        if self.option_left <= 0:
+            self.option = np.clip(self.rng.uniform(-1.0, 1.0, self.sticks.dim) + self.sticks.prior, -1.0, 1.0).astype(np.float32)
+            self.option_left = self.config.option_steps
+        self.option_left -= 1
+        assert self.option is not None
+        return self.option
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         """Score ``next_step``'s novelty, advance the context, and hand the step to the adder."""
@@ -149,7 +163,8 @@ class LearningActor:
     def state(self) -> dict[str, Any]:
         return {"steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
                 "rng": self.rng.bit_generator.state, "context": self.context.state(),
-                "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps}
+                "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps,
+                "option": None if self.option is None else self.option.tolist(), "option_left": self.option_left}
 
     def load(self, s: dict[str, Any]) -> None:
         self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]
@@ -157,6 +172,9 @@ class LearningActor:
         self.rng.bit_generator.state = s["rng"]
         self.context.load(s["context"])
         self.held = None if s["held"] is None else np.array(s["held"], np.float32)
+        option = s.get("option")  # checkpoints written before random options have none under way
+        self.option = None if option is None else np.array(option, np.float32)
+        self.option_left = int(s.get("option_left", 0))
 
 
 class RecordedActor:
