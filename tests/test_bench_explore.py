@@ -89,3 +89,20 @@ def test_jobs_run_in_processes_of_their_own_with_the_same_figures_in_the_same_or
         [(r["agent"], r["seed"], r["per_episode"], r["total_cells"]) for r in one]
     assert len({r["run_dir"] for r in two + one}) == 8
     assert "run.threads=[1,1]" in json.loads((tmp_path / "two" / "suite.json").read_text())["overrides"]
+
+
+@pytest.mark.slow
+def test_resume_runs_only_what_results_json_lacks_and_keeps_the_rest(bench, tmp_path, capsys):
+    common = ["--steps", "130", "--agents", "sticky", "--set", "game.episode_steps=60", "--out", str(tmp_path)]
+    assert bench.main([*common, "--seeds", "0", "1"]) == 0
+    first = json.loads((tmp_path / "results.json").read_text())
+    assert bench.main([*common, "--seeds", "1", "2", "--resume"]) == 0
+    assert "resuming: 1 of 2 runs" in capsys.readouterr().out
+    after = json.loads((tmp_path / "results.json").read_text())
+    assert [r["seed"] for r in after] == [1, 2, 0]  # the runs asked for in order, then the one kept aside
+    assert after[0] == first[1] and after[2] == first[0]  # seed 1 was not run again; seed 0 is not lost
+    table = (tmp_path / "suite.md").read_text()
+    assert "| my_way_home | sticky | 2 |" in table
+    (tmp_path / "results.json").write_text('[{"agent": "sti')  # a file cut short
+    with pytest.raises(SystemExit, match="not readable JSON.*without --resume"):
+        bench.main([*common, "--seeds", "0", "--resume"])

@@ -38,6 +38,9 @@ It writes the table as ``suite.md`` and all figures as ``suite.json`` in ``--out
 unless ``--threads`` says otherwise, with one TensorFlow thread per pool, so N
 runs share N cores): the figures are those of the same runs one after another
 (each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
+``--resume`` keeps the runs of ``--out``'s results.json that the command asks
+for (same agent, map, seed, steps and settings) and runs only the others: a
+suite of hours that was stopped goes on where it was.
 
     python tools/bench_explore.py --steps 50000 --seeds 0 1 2 --agents uniform sticky original episodic
     python tools/bench_explore.py --agents episodic --set learner.algo=td3 --set novelty.embedding=random
@@ -153,6 +156,23 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
             "episode_lengths": lengths.tolist()}
 
 
+def _game_sets(overrides: list[str]) -> list[str]:
+    """The overrides every agent takes: the game's and ``run.threads``."""
+    return [o for o in overrides if o.strip().startswith(("game.", "run.threads"))]
+
+
+def _recorded_overrides(agent_name: str, overrides: list[str]) -> list[str]:
+    """The overrides a run of ``agent_name`` took, as its result records them."""
+    return _game_sets(overrides) if agent_name in ("uniform", "sticky", "original") else list(overrides)
+
+
+def _done(result: dict, task: tuple) -> bool:
+    """Whether ``result`` (from results.json) is the run ``task`` asks for."""
+    name, seed, steps, overrides, _, map_name = task
+    return ((result.get("agent"), result.get("map"), result.get("seed"), result.get("steps"), result.get("overrides"))
+            == (name, map_name, seed, steps, _recorded_overrides(name, overrides)))
+
+
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path, map_name: str = "my_way_home") -> dict:
     """One run through ``explorer explore``'s own path (ring, loop, agent, coverage); returns its figures.
 
@@ -161,7 +181,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     from explorer.config import load, quote
     from explorer.run.explore import explore
 
-    game_sets = [o for o in overrides if o.strip().startswith(("game.", "run.threads"))]
+    game_sets = _game_sets(overrides)
     sets = [f"run.seed={seed}", f"run.steps={steps}",  # seeds the game, the learner and the novelty networks
             *MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
             f"run.log_every={max(steps // 20, 1)}"]
@@ -191,7 +211,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     figures = episode_figures([r["step"] for r in episodes], [r["cells"] for r in episodes],
                               config.game.episode_steps, start=summary["resumed_at"])
     result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
-              "overrides": overrides if agent_name not in ("uniform", "sticky", "original") else game_sets,
+              "overrides": _recorded_overrides(agent_name, overrides),
               "episode_steps": config.game.episode_steps,
               "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
               "total_cells": summary["distinct_cells"], "steps_per_s": summary["steps_per_s"],
@@ -279,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow inter- and intra-op threads, every agent (0: run.threads)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in a process of its own "
                     "(with one TensorFlow thread per pool unless --threads is given)")
+    ap.add_argument("--resume", action="store_true", help="keep the runs of --out's results.json that this command "
+                    "asks for (same agent, map, seed, steps and settings) and run only the others")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
     if args.jobs < 1:
@@ -296,14 +318,28 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [(name, seed, args.steps, args.overrides, out, map_name)
              for map_name in maps for name in args.agents for seed in args.seeds]
     results = []
-    for r in _runs(tasks, args.jobs):
+    if args.resume and (out / "results.json").exists():
+        try:
+            previous = json.loads((out / "results.json").read_text())
+        except ValueError as err:
+            raise SystemExit(f"bench_explore: {out / 'results.json'} is not readable JSON ({err}); "
+                             f"move it away and run again, or run without --resume") from None
+        for t in tasks:  # the first earlier run of each task asked for
+            results += [r for r in previous if _done(r, t)][:1]
+        others = [r for r in previous if not any(r is k for k in results)]  # kept in results.json, not in the table
+        tasks_run = [t for t in tasks if not any(_done(r, t) for r in results)]
+        print(f"resuming: {len(tasks) - len(tasks_run)} of {len(tasks)} runs are in {out / 'results.json'}; "
+              f"running the other {len(tasks_run)}", flush=True)
+    else:
+        others, tasks_run = [], tasks
+    for r in _runs(tasks_run, args.jobs):
         results.append(r)
-        (out / "results.json").write_text(json.dumps(results))
+        (out / "results.json").write_text(json.dumps(results + others))
         if r["failure"]:
             print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
     order = {(t[5], t[0], t[1]): i for i, t in enumerate(tasks)}
     results.sort(key=lambda r: order[(r["map"], r["agent"], r["seed"])])
-    (out / "results.json").write_text(json.dumps(results))
+    (out / "results.json").write_text(json.dumps(results + others))
     table, rows = suite_table(results, args.agents, maps)
     (out / "suite.md").write_text(table)
     (out / "suite.json").write_text(json.dumps({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,
