@@ -106,3 +106,41 @@ def test_resume_runs_only_what_results_json_lacks_and_keeps_the_rest(bench, tmp_
     (tmp_path / "results.json").write_text('[{"agent": "sti')  # a file cut short
     with pytest.raises(SystemExit, match="not readable JSON.*without --resume"):
         bench.main([*common, "--seeds", "0", "--resume"])
+
+
+def _result(agent, m, seed, cells, total, overrides=(), steps=100, early=0):
+    return {"agent": agent, "map": m, "seed": seed, "steps": steps, "cells_per_budget": cells, "total_cells": total,
+            "early": early, "early_share": early / 20, "episodes": 20, "steps_per_s": 10.0, "overrides": list(overrides)}
+
+
+def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_path):
+    base, learned = tmp_path / "base", tmp_path / "learned"
+    for d in (base, learned):
+        d.mkdir()
+    (base / "results.json").write_text(json.dumps(
+        [_result(a, m, s, c + s, 100 * c) for a, c in (("sticky", 10.0), ("sticky_prior", 20.0))
+         for m in ("my_way_home", "E1M1") for s in (0, 1)]))
+    learned_runs = [_result("episodic", m, s, 30.0 + s, 5000, ["learner.augment=4", f"run.threads=[{s},{s}]"], early=3)
+                    for m in ("my_way_home", "E1M1") for s in (0, 1, 2)]
+    (learned / "results.json").write_text(json.dumps(learned_runs))
+    assert bench.main(["--report", str(base), str(learned), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "suite.md").read_text()
+    assert "| episodic | my_way_home | 30.0 (5000, goal 3/20) | 31.0 (5000, goal 3/20) | 32.0 (5000, goal 3/20) |" in text
+    assert "| sticky_prior | **average** | **20.0** (2000) | **21.0** (2000) | – |" in text
+    # against each baseline over the seeds both ran (0 and 1): (30 + 31) / (20 + 21), distinct 5000 / 2000
+    assert "- episodic against sticky_prior (seeds 0, 1): 1.49x the cells per episode (30.5 / 20.5), 2.50x" in text
+    assert "- episodic against sticky (seeds 0, 1): 2.90x" in text
+    lines = text.splitlines()
+    assert [line.split(" | ")[1] for line in lines if line.startswith("| ") and "average |" in line][:3] == \
+        ["sticky", "sticky_prior", "episodic"]  # baselines first
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps([_result("episodic", "E1M2", 0, 1.0, 1)]))
+    with pytest.raises(SystemExit, match="episodic ran with \\[\\] in .*other.* but with \\['learner.augment=4'\\]"):
+        bench.main(["--report", str(learned), str(other), "--out", str(tmp_path / "out")])
+    (other / "results.json").write_text(json.dumps([_result("sticky", "E1M1", 5, 1.0, 1, steps=50)]))
+    with pytest.raises(SystemExit, match="mix step budgets"):
+        bench.main(["--report", str(base), str(other), "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit, match="cannot read .*missing"):
+        bench.main(["--report", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])

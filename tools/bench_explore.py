@@ -40,7 +40,10 @@ runs share N cores): the figures are those of the same runs one after another
 (each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
 ``--resume`` keeps the runs of ``--out``'s results.json that the command asks
 for (same agent, map, seed, steps and settings) and runs only the others: a
-suite of hours that was stopped goes on where it was.
+suite of hours that was stopped goes on where it was. ``--report DIR ...`` runs
+nothing: it merges the results.json of several ``--out`` folders (the baselines
+from one, the learning agent from another) into one table, seed by seed, with
+the learning agents' averages against ``sticky_prior``'s and sticky's.
 
     python tools/bench_explore.py --steps 50000 --seeds 0 1 2 --agents uniform sticky original episodic
     python tools/bench_explore.py --agents episodic --set learner.algo=td3 --set novelty.embedding=random
@@ -284,6 +287,83 @@ def suite_table(results: list[dict], agents: list[str], maps: list[str]) -> tupl
     return "\n".join(lines) + "\n", rows
 
 
+#: the baselines, in the order a report lists them (learning agents follow)
+BASELINES = ("uniform", "sticky", "sticky_prior", "original", "frozen")
+
+
+def per_seed_table(results: list[dict], agents: list[str], maps: list[str]) -> str:
+    """Markdown: each agent's cells per episode budget and distinct cells per map and seed, and the
+    average over maps per seed; then, for each learning agent, its averages against sticky_prior's and sticky's."""
+    seeds = sorted({r["seed"] for r in results})
+    head = " | ".join(f"seed {s}" for s in seeds)
+    lines = [f"| agent | map | {head} |", "|---|---|" + "---|" * len(seeds)]
+    averages: dict[str, dict[int, tuple[float, float]]] = {}  # agent -> seed -> (cells, distinct), seeds on every map
+    for name in agents:
+        per_seed: dict[int, list[tuple[float, float]]] = {s: [] for s in seeds}
+        for m in maps:
+            cells = []
+            for seed in seeds:
+                rs = [r for r in results if (r["agent"], r["map"], r["seed"]) == (name, m, seed)]
+                if rs:
+                    per_seed[seed].append((rs[0]["cells_per_budget"], rs[0]["total_cells"]))
+                    goal = f", goal {rs[0]['early']}/{min(rs[0]['episodes'], 20)}" if m in GOAL_MAPS else ""
+                    cells.append(f"{rs[0]['cells_per_budget']:.1f} ({rs[0]['total_cells']}{goal})")
+                else:
+                    cells.append("–")
+            lines.append(f"| {name} | {m} | " + " | ".join(cells) + " |")
+        complete = [s for s in seeds if len(per_seed[s]) == len(maps)]
+        lines.append(f"| {name} | **average** | " + " | ".join(
+            f"**{np.mean([c for c, _ in per_seed[s]]):.1f}** ({np.mean([d for _, d in per_seed[s]]):.0f})"
+            if s in complete else "–" for s in seeds) + " |")
+        averages[name] = {s: (float(np.mean([c for c, _ in per_seed[s]])), float(np.mean([d for _, d in per_seed[s]])))
+                          for s in complete}
+    lines.append("")
+    for name in (a for a in agents if a not in BASELINES):
+        for base in ("sticky_prior", "sticky"):
+            common = sorted(set(averages[name]) & set(averages.get(base, {})))
+            if common:  # over the seeds both ran on every map
+                c = np.mean([averages[name][s] for s in common], axis=0)
+                d = np.mean([averages[base][s] for s in common], axis=0)
+                lines.append(f"- {name} against {base} (seeds {', '.join(map(str, common))}): {c[0] / d[0]:.2f}x the "
+                             f"cells per episode ({c[0]:.1f} / {d[0]:.1f}), {c[1] / d[1]:.2f}x the distinct cells "
+                             f"({c[1]:.0f} / {d[1]:.0f})")
+    return "\n".join(lines) + "\n"
+
+
+def report(dirs: list[str], out: Path) -> int:
+    """Merge the results.json of several ``--out`` folders into one suite table (suite.md in ``out``)."""
+    results: dict[tuple, dict] = {}
+    settings: dict[str, tuple[list[str], Path]] = {}  # agent -> its settings (run.threads aside), where first seen
+    for d in dirs:
+        path = Path(d) / "results.json"
+        try:
+            runs = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"bench_explore --report: cannot read {path} ({err}); give folders written by bench_explore") from None
+        for r in runs:
+            mine = [o for o in r["overrides"] if not o.startswith("run.threads")]
+            first, where = settings.setdefault(r["agent"], (mine, path))
+            if mine != first:
+                raise SystemExit(f"bench_explore --report: {r['agent']} ran with {mine} in {path} but with {first} in "
+                                 f"{where}; report one configuration of an agent at a time")
+            results.setdefault((r["agent"], r["map"], r["seed"]), r)  # the same run twice: the first folder given wins
+    budgets = {(r["map"], r["steps"]) for r in results.values()}
+    if len({m for m, _ in budgets}) != len(budgets):
+        raise SystemExit(f"bench_explore --report: the folders mix step budgets on a map ({sorted(budgets)}); "
+                         f"report one budget at a time")
+    found = {r["agent"] for r in results.values()}
+    agents = [a for a in BASELINES if a in found] + sorted(found - set(BASELINES))
+    maps = [m for m in MAPS if any(r["map"] == m for r in results.values())]
+    runs = list(results.values())
+    table, _ = suite_table(runs, agents, maps)
+    text = table + "\nPer seed: cells per episode budget (distinct cells; on my_way_home, the goal in the last 20)\n\n" \
+        + per_seed_table(runs, agents, maps)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite.md").write_text(text)
+    print(text + f"\nwrote {out / 'suite.md'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run (per map with --suite)")
@@ -301,8 +381,12 @@ def main(argv: list[str] | None = None) -> int:
                     "(with one TensorFlow thread per pool unless --threads is given)")
     ap.add_argument("--resume", action="store_true", help="keep the runs of --out's results.json that this command "
                     "asks for (same agent, map, seed, steps and settings) and run only the others")
+    ap.add_argument("--report", nargs="+", metavar="DIR", help="run nothing: merge the results.json of these --out "
+                    "folders (one step budget per map) into one table with every seed, written as suite.md in --out")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, Path(args.out))
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, got {args.jobs}")
     here = Path(__file__).resolve().parent
