@@ -192,12 +192,12 @@ def test_lifelong_factor_falls_on_what_was_trained_on_and_stays_in_its_range():
     config = NoveltyConfig(signal="episodic", embedding="random", knn=1, exclude_recent=0, lifelong="rnd",
                            lifelong_max=3.0, lifelong_decay=0.9, learning_rate=3e-3)
     n = make_novelty(config, (16, 16, 1), stack=2)
-    assert n.lifelong is not None and n.lifelong.predictor in n.learned()
+    assert n.lifelong is not None and n.lifelong.rnd.predictor in n.learned()
     seen = tf.stack([_obs(i) for i in range(8)])
     losses = [float(n.train(seen, tf.zeros([8, 4]), seen)["lifelong_loss"]) for _ in range(60)]
     assert losses[-1] < 0.3 * losses[0]
-    errors = n.lifelong.errors(n.newest(seen)).numpy()
-    unseen = n.lifelong.errors(n.newest(tf.stack([_obs(i + 50) for i in range(8)]))).numpy()
+    errors = n.lifelong.rnd.errors(n.newest(seen)).numpy()
+    unseen = n.lifelong.rnd.errors(n.newest(tf.stack([_obs(i + 50) for i in range(8)]))).numpy()
     assert unseen.mean() > 3 * errors.mean()  # new frames are predicted worse than the ones trained on
     factors = []
     for i in range(8):  # the running statistics learn what seen frames score

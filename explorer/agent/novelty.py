@@ -242,12 +242,38 @@ class Novelty:
         return self._normalise(self._raw(obs, action, next_obs))
 
 
+class Distillation:
+    """Random network distillation: a predictor CNN, trained on frames, chases a fixed random CNN.
+
+    Its error on a frame falls the more often frames like it were trained on: the
+    ``rnd`` signal, and the lifelong factor of :class:`Lifelong`.
+    """
+
+    def __init__(self, frame_shape: tuple[int, ...], seed: int, dim: int, learning_rate: float, name: str):
+        self.target = random_cnn(tuple(frame_shape), seed, dim, pooled=False, name=f"{name}_target")
+        self.predictor = random_cnn(tuple(frame_shape), seed + 7, dim, pooled=False, name=f"{name}_predictor")
+        self.optimizer = keras.optimizers.Adam(learning_rate)
+
+    def errors(self, frames: tf.Tensor) -> tf.Tensor:
+        """Squared prediction error per frame: ``uint8[B, H, W, C]`` -> ``float32[B]``."""
+        return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
+                                        - tf.stop_gradient(self.target(frames, training=False))), axis=-1)
+
+    def train(self, frames: tf.Tensor) -> tf.Tensor:
+        """One Adam step of the predictor on ``frames``; returns the loss before it."""
+        variables = self.predictor.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self.errors(frames))
+        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return loss
+
+
 class Lifelong:
     """Never Give Up's lifelong novelty: a factor in ``[1, L]`` on the episodic reward.
 
-    Random network distillation on the new frame: a predictor CNN, trained on
-    replay, chases a fixed random CNN; its error is standardised by a slow running
-    mean and variance, and the factor is ``clip(1 + (error - mean) / std, 1, L)``.
+    :class:`Distillation` on the new frame; its error is standardised by a slow
+    running mean and variance, and the factor is ``clip(1 + (error - mean) / std, 1, L)``.
     A place seen often over the whole run is predicted well and earns the episodic
     reward as is; one rarely seen earns up to ``L`` times more. The episodic part
     still says what is new in this episode; this part says which of it is new to
@@ -256,22 +282,14 @@ class Lifelong:
 
     def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, ...]):
         self.config = config
-        self.target = random_cnn(tuple(frame_shape), config.seed + 20, config.embed_dim, pooled=False, name="lifelong_target")
-        self.predictor = random_cnn(tuple(frame_shape), config.seed + 27, config.embed_dim, pooled=False,
-                                    name="lifelong_predictor")
-        self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        self.rnd = Distillation(frame_shape, config.seed + 20, config.embed_dim, config.learning_rate, "lifelong")
         self.mean = tf.Variable(0.0, trainable=False, name="lifelong_mean")
         self.var = tf.Variable(0.0, trainable=False, name="lifelong_var")
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="lifelong_steps")
 
-    def errors(self, frames: tf.Tensor) -> tf.Tensor:
-        """Squared prediction error per frame: ``uint8[B, H, W, C]`` -> ``float32[B]``."""
-        return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
-                                        - tf.stop_gradient(self.target(frames, training=False))), axis=-1)
-
     def factor(self, frame: tf.Tensor) -> tf.Tensor:
         """The factor for one new frame ``uint8[H, W, C]``; updates the running statistics."""
-        err = self.errors(frame[None])[0]
+        err = self.rnd.errors(frame[None])[0]
         first = tf.equal(self.steps, 0)
         mean, var = ema_update(self.mean, self.var, err, self.config.lifelong_decay, first)
         alpha = 1.0 + (err - self.mean) / tf.sqrt(self.var + _EPS)  # against the statistics before this frame
@@ -281,16 +299,11 @@ class Lifelong:
         return tf.where(first, 1.0, tf.clip_by_value(alpha, 1.0, self.config.lifelong_max))
 
     def train(self, frames: tf.Tensor) -> dict[str, tf.Tensor]:
-        variables = self.predictor.trainable_variables
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(self.errors(frames))
-        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
-        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return {"lifelong_loss": loss}
+        return {"lifelong_loss": self.rnd.train(frames)}
 
     def checkpoint_items(self) -> dict[str, Any]:
-        return {"lifelong_target": self.target, "lifelong_predictor": self.predictor,
-                "lifelong_optimizer": self.optimizer, "lifelong_mean": self.mean, "lifelong_var": self.var,
+        return {"lifelong_target": self.rnd.target, "lifelong_predictor": self.rnd.predictor,
+                "lifelong_optimizer": self.rnd.optimizer, "lifelong_mean": self.mean, "lifelong_var": self.var,
                 "lifelong_steps": self.steps}
 
 
@@ -414,7 +427,7 @@ class EpisodicNovelty(Novelty):
 
     def learned(self) -> list[keras.Model]:
         models = [self.embed] if self.temporal or self.inverse is not None else []
-        return models + ([self.lifelong.predictor] if self.lifelong is not None else [])
+        return models + ([self.lifelong.rnd.predictor] if self.lifelong is not None else [])
 
     def checkpoint_items(self) -> dict[str, Any]:
         items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
@@ -464,31 +477,21 @@ class RNDNovelty(Novelty):
 
     def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
                  action_dim: int = N_AXES):
-        self.target = random_cnn(tuple(frame_shape), config.seed, config.embed_dim, pooled=False, name="rnd_target")
-        self.predictor = random_cnn(tuple(frame_shape), config.seed + 7, config.embed_dim, pooled=False, name="rnd_predictor")
-        self.optimizer = keras.optimizers.Adam(config.learning_rate)
+        self.rnd = Distillation(frame_shape, config.seed, config.embed_dim, config.learning_rate, "rnd")
         super().__init__(config, frame_shape, stack, action_dim)
 
-    def _error(self, frames: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_mean(tf.square(self.predictor(frames, training=True)
-                                        - tf.stop_gradient(self.target(frames, training=False))), axis=-1)
-
     def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
-        return self._error(self.newest(next_obs)[None])[0]
+        return self.rnd.errors(self.newest(next_obs)[None])[0]
 
     def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
-        variables = self.predictor.trainable_variables
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(self._error(self.newest(next_obs)))
-        grads, _ = tf.clip_by_global_norm(tape.gradient(loss, variables), 10.0)
-        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return {"rnd_loss": loss}
+        return {"rnd_loss": self.rnd.train(self.newest(next_obs))}
 
     def learned(self) -> list[keras.Model]:
-        return [self.predictor]
+        return [self.rnd.predictor]
 
     def checkpoint_items(self) -> dict[str, Any]:
-        return {**super().checkpoint_items(), "target": self.target, "predictor": self.predictor, "optimizer": self.optimizer}
+        return {**super().checkpoint_items(), "target": self.rnd.target, "predictor": self.rnd.predictor,
+                "optimizer": self.rnd.optimizer}
 
 
 class ForwardNovelty(Novelty):
