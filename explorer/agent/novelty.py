@@ -480,6 +480,11 @@ class RNDNovelty(Novelty):
         self.rnd = Distillation(frame_shape, config.seed, config.embed_dim, config.learning_rate, "rnd")
         super().__init__(config, frame_shape, stack, action_dim)
 
+    @property
+    def predictor(self) -> keras.Model:
+        """The trained predictor (what a copy elsewhere needs, see :meth:`learned`)."""
+        return self.rnd.predictor
+
     def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         return self.rnd.errors(self.newest(next_obs)[None])[0]
 
