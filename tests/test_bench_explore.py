@@ -108,6 +108,48 @@ def test_resume_runs_only_what_results_json_lacks_and_keeps_the_rest(bench, tmp_
         bench.main([*common, "--seeds", "0", "--resume"])
 
 
+
+@pytest.mark.slow
+def test_a_run_stopped_by_ctrl_c_is_not_kept_as_a_result_and_resume_runs_it_again(bench, tmp_path, monkeypatch, capsys):
+    import signal
+
+    import explorer.run.builder as builder
+
+    real = builder.build_baseline
+    built = []
+
+    class CtrlCAtStep40:  # the second run's actor: Ctrl-C arrives while it plays
+        def __init__(self, actor):
+            self.actor, self.steps = actor, 0
+
+        def act(self, step):
+            self.steps += 1
+            if self.steps == 40:
+                signal.raise_signal(signal.SIGINT)
+            return self.actor.act(step)
+
+        def observe(self, step, action, next_step):
+            return self.actor.observe(step, action, next_step)
+
+    def baseline(config):
+        built.append(config.run.seed)
+        actor = real(config)
+        return CtrlCAtStep40(actor) if len(built) == 2 else actor
+
+    monkeypatch.setattr(builder, "build_baseline", baseline)
+    common = ["--steps", "130", "--seeds", "0", "1", "2", "--agents", "sticky", "--set", "game.episode_steps=60",
+              "--out", str(tmp_path)]
+    assert bench.main(common) == 130
+    assert built == [0, 1]  # the bench stopped: seed 2 never started
+    err = capsys.readouterr().err
+    assert "my_way_home sticky s1 stopped by SIGINT at step 40 of 130" in err and "--resume" in err
+    assert [r["seed"] for r in json.loads((tmp_path / "results.json").read_text())] == [0]
+    assert bench.main([*common, "--resume"]) == 0
+    assert "resuming: 1 of 3 runs" in capsys.readouterr().out
+    assert built == [0, 1, 1, 2]
+    assert [(r["seed"], sum(r["episode_lengths"])) for r in json.loads((tmp_path / "results.json").read_text())] == \
+        [(0, 120), (1, 120), (2, 120)]  # two whole 60-step episodes each: seed 1 ran all its steps again
+
 def _result(agent, m, seed, cells, total, overrides=(), steps=100, early=0):
     return {"agent": agent, "map": m, "seed": seed, "steps": steps, "cells_per_budget": cells, "total_cells": total,
             "early": early, "early_share": early / 20, "episodes": 20, "steps_per_s": 10.0, "overrides": list(overrides)}

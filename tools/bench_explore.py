@@ -40,7 +40,8 @@ runs share N cores): the figures are those of the same runs one after another
 (each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
 ``--resume`` keeps the runs of ``--out``'s results.json that the command asks
 for (same agent, map, seed, steps and settings) and runs only the others: a
-suite of hours that was stopped goes on where it was. ``--report DIR ...`` runs
+suite of hours that was stopped goes on where it was. Ctrl-C or SIGTERM stops
+the bench (exit code 130): a run cut short is not kept as a result. ``--report DIR ...`` runs
 nothing: it merges the results.json of several ``--out`` folders (the baselines
 from one, the learning agent from another) into one table, seed by seed, with
 the learning agents' averages against ``sticky_prior``'s and sticky's.
@@ -159,6 +160,10 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
             "episode_lengths": lengths.tolist()}
 
 
+class Stopped(Exception):
+    """A run ended before its steps (Ctrl-C, SIGTERM): the bench stops and keeps the runs that finished."""
+
+
 def _game_sets(overrides: list[str]) -> list[str]:
     """The overrides every agent takes: the game's and ``run.threads``."""
     return [o for o in overrides if o.strip().startswith(("game.", "run.threads"))]
@@ -206,6 +211,9 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
     config = load(None, sets)
     summary = explore(config, progress=False, actor=agent)
+    if summary["steps"] < steps:  # a stopped run is not a result: --resume runs it again
+        raise Stopped(f"{map_name} {agent_name} s{seed} stopped by {summary['stopped_by']} at step "
+                      f"{summary['steps']} of {steps}")
     lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
     episodes = [r for r in map(json.loads, lines) if "episode" in r]
     curve = [(r["step"], r["cells"]) for r in episodes]
@@ -416,11 +424,17 @@ def main(argv: list[str] | None = None) -> int:
               f"running the other {len(tasks_run)}", flush=True)
     else:
         others, tasks_run = [], tasks
-    for r in _runs(tasks_run, args.jobs):
-        results.append(r)
-        (out / "results.json").write_text(json.dumps(results + others))
-        if r["failure"]:
-            print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    try:
+        for r in _runs(tasks_run, args.jobs):
+            results.append(r)
+            (out / "results.json").write_text(json.dumps(results + others))
+            if r["failure"]:
+                print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    except (Stopped, KeyboardInterrupt) as err:
+        why = str(err) if isinstance(err, Stopped) else "Ctrl-C"
+        print(f"bench_explore: {why}; the {len(results)} finished runs are in {out / 'results.json'}; "
+              f"continue with the same command and --resume", file=sys.stderr, flush=True)
+        return 130
     order = {(t[5], t[0], t[1]): i for i, t in enumerate(tasks)}
     results.sort(key=lambda r: order[(r["map"], r["agent"], r["seed"])])
     (out / "results.json").write_text(json.dumps(results + others))
