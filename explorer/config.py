@@ -274,6 +274,9 @@ class LearnerConfig(_Section):
                                  "an update runs two encoder passes forward and one backward instead of four and two "
                                  "(1.4x the updates/s on 2 cores, docs/experiments.md)")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
+    view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
+                             "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
+                             "episode that says which way lies what it has not shown; needs learner.context); 0: off")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
                                   "starts a random option instead of asking the policy: sticks drawn as the warm-up "

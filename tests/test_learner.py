@@ -263,9 +263,9 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     assert np.mean(early[:, 3] > 0.2) < 0.5
 
 
-@pytest.mark.parametrize("repeat", [1, 3])
-def test_resume_gives_the_same_next_action(tmp_path, repeat):
-    learner = {"warmup_steps": 50, "action_repeat": repeat}
+@pytest.mark.parametrize("extra", [{}, {"action_repeat": 3}, {"view_strips": 4}])
+def test_resume_gives_the_same_next_action(tmp_path, extra):
+    learner = {"warmup_steps": 50, **extra}
     agent = make(learner, episode_steps=50)
     env = WalkEnv()
     play(agent, env, 122)  # with repeat 3: one step into a held decision (episodes restart at 100)

@@ -98,7 +98,7 @@ class LearningActor:
         """
         c = self.config
         if self.new_episode:
-            self.context.reset()
+            self.context.reset(self._newest(step))
             self.held = None
             self.option_left = 0
         self.last_ctx = self.context.value()
@@ -126,6 +126,10 @@ class LearningActor:
         self.held_steps, self.started = 1, True
         return self.held.copy()
 
+    def _newest(self, step: Step) -> np.ndarray | None:
+        """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
+        return step.obs[-1].numpy() if self.context.view is not None else None
+
     def _option(self) -> np.ndarray:
         """The squashed action of the random option under way, or of a new one (``random_options``)."""
         if self.option_left <= 0:
@@ -145,14 +149,15 @@ class LearningActor:
         action = np.asarray(action, np.float32)
         obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
         if step.first:
-            self.context.reset()
+            self.context.reset(self._newest(step))
             self.novelty.reset(obs)
         ctx = self.context.value()
         reward = float(self.novelty.reward(obs, tf.constant(action), next_obs))
         self.last_reward = reward
-        self.context.advance(action, reward)
+        next_frame = next_step.obs[-1].numpy()
+        self.context.advance(action, reward, next_frame)
         if self.adder is not None:
-            self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_step.obs[-1].numpy(),
+            self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_frame,
                            first=step.first, last=next_step.last, starts=starts, ends=ends,
                            ctx=ctx, next_ctx=self.context.value())
         self.steps += 1
