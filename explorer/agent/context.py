@@ -114,7 +114,9 @@ class Context:
         if not self.enabled:
             return np.zeros(1, np.float32)
         frac = min(self.episode_step / self.horizon, 1.0) if self.horizon else 0.0
-        parts = [self.prev_action, [frac], self.novelty_ema] + ([self.view.value] if self.view is not None else [])
+        parts = [self.prev_action, np.array([frac], np.float32), self.novelty_ema]
+        if self.view is not None:
+            parts.append(self.view.value)
         return np.concatenate(parts).astype(np.float32)
 
     def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None) -> None:
