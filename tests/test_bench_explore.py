@@ -108,7 +108,6 @@ def test_resume_runs_only_what_results_json_lacks_and_keeps_the_rest(bench, tmp_
         bench.main([*common, "--seeds", "0", "--resume"])
 
 
-
 @pytest.mark.slow
 def test_a_run_stopped_by_ctrl_c_is_not_kept_as_a_result_and_resume_runs_it_again(bench, tmp_path, monkeypatch, capsys):
     import signal

@@ -53,8 +53,8 @@ class ViewRarity:
         """Score ``uint8[H, W, C]`` against the episode so far, then add it to the episode."""
         idx = colour_bins(np.asarray(frame), self.bins)
         n = self.bins ** np.asarray(frame).shape[-1]
-        if self.counts is None or self.counts.shape[0] != n:
-            self.counts, self.frames = np.zeros(n, np.float64), 0
+        if self.counts is None:  # the episode's first frame sets the number of colour bins
+            self.counts = np.zeros(n, np.float64)
         share = (self.counts + 1.0 / n) / (self.frames + 1.0)
         surprise = -np.log(share)[idx]  # [H, W]
         cols = np.array_split(np.arange(idx.shape[1]), self.strips)
