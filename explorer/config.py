@@ -114,6 +114,11 @@ class PadConfig(_Section):
         "axes (pressed while it is above 0; a trigger is pulled by its value above 0). Default [\"a\"]: the built-in "
         "game's USE (doors, switches, lifts), and in most games jump or interact, never a menu. [] gives sticks only. "
         "Names: a b x y lb rb lt rt ls rs dpad_up dpad_down dpad_left dpad_right")
+    tap_gap: int = Field(
+        0, ge=0, description="steps a button stays released after each press, however long the policy holds it "
+        "(a held button is sent as taps: pressed one step, released tap_gap steps). A game that acts on a fresh press "
+        "(Doom's USE opens a door on the press and shuts it on the next; most games' jump) then sees a new press every "
+        "tap_gap + 1 steps. 0 sends buttons as held. Triggers are pulled, never tapped")
 
     @model_validator(mode="after")
     def _distinct_buttons(self) -> PadConfig:

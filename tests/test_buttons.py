@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from explorer.config import Config, LearnerConfig, PadConfig, load
-from explorer.core import PAD_BUTTONS, Step, action_stats, clamp, neutral, settle
+from explorer.core import PAD_BUTTONS, Step, Taps, action_stats, clamp, neutral, settle
 from explorer.envs.live import LiveEnv
 from explorer.envs.pad import Watchdog, neutral_on_exit
 from explorer.run.driver import Controls, Driver
@@ -193,6 +193,69 @@ def test_a_signal_releases_the_buttons_through_the_real_class(tmp_path, signal_n
 
 
 # ---------------------------------------------------------------- actors and learner
+
+def test_a_held_button_is_sent_as_taps_with_the_gap_between_presses():
+    held = np.array([0, 0, 0, 1.0, 1.0, -1.0, 0.7], np.float32)  # A held, B released, RT pulled
+    taps = Taps(("a", "b", "rt"), gap=3)
+    sent = np.stack([taps(held.copy()) for _ in range(9)])
+    assert sent[:, 4].tolist() == [1, -1, -1, -1, 1, -1, -1, -1, 1]  # pressed, then released for 3 steps
+    assert (sent[:, 5] == -1).all() and (sent[:, 6] == np.float32(0.7)).all()  # a trigger is pulled, never tapped
+    assert (sent[:, :4] == held[:4]).all()
+    released = held.copy()
+    released[4] = -1.0
+    assert taps(released.copy())[4] == -1 and taps(held.copy())[4] == -1  # the gap runs on while released
+    taps.reset()  # a new episode: pressed at once
+    assert taps(held.copy())[4] == 1
+    as_held = Taps(("a",), gap=0)
+    assert [as_held(held[:5].copy())[4] for _ in range(4)] == [1, 1, 1, 1]  # 0: sent as held
+    assert Config().pad.tap_gap == 0
+    with pytest.raises(Exception, match="tap_gap"):
+        load(None, ["pad.tap_gap=-1"])
+
+
+def test_actors_send_a_held_button_as_taps_and_a_checkpoint_keeps_the_gap():
+    import tensorflow as tf
+    from test_learner import make
+
+    from explorer.agent.actor import RandomActor
+    from explorer.agent.networks import StickRange
+
+    sticks = StickRange(LearnerConfig(), ("a",))
+    plain = _acts(RandomActor(0, sticky_steps=8, sticks=sticks), 800)
+    tapped = _acts(RandomActor(0, sticky_steps=8, sticks=sticks, tap_gap=8), 800)
+    presses = np.flatnonzero(tapped[:, 4] > 0)
+    assert len(presses) > 20 and np.diff(presses).min() == 9  # never two presses within the gap
+    assert set(presses) <= set(np.flatnonzero(plain[:, 4] > 0))  # the same draws: pressed only where held
+    np.testing.assert_array_equal(tapped[:, :4], plain[:, :4])
+
+    step = Step(tf.zeros((3, 16, 16, 3), tf.uint8), first=True)
+    held = make({"warmup_steps": 10**6}, buttons=("a",))  # warm-up sticks: A held about half the time
+    taps = make({"warmup_steps": 10**6}, buttons=("a",), tap_gap=5)
+    sent_held, sent = _acts(held.actor, 400, step), _acts(taps.actor, 400, step)
+    np.testing.assert_array_equal(sent[:, :4], sent_held[:, :4])  # the same sticks: only A is sent otherwise
+    presses = np.flatnonzero(sent[:, 4] > 0)
+    assert len(presses) > 10 and np.diff(presses).min() == 6
+    assert set(presses) <= set(np.flatnonzero(sent_held[:, 4] > 0))
+    state = taps.actor.state()
+    assert state["tap_wait"] == taps.actor.taps.wait.tolist()
+    taps.actor.taps.reset()
+    taps.actor.load(state)
+    assert taps.actor.taps.wait.tolist() == state["tap_wait"]
+    taps.actor.load({k: v for k, v in state.items() if k != "tap_wait"})  # a checkpoint from before taps loads
+    taps.actor.taps.wait[:] = 5
+    taps.actor.new_episode = True  # each episode starts with nothing to wait for
+    a = taps.actor.act(step)
+    assert taps.actor.taps.wait.tolist() == ([5] if a[4] > 0 else [0])  # without the reset: [4]
+
+
+def _acts(actor, n: int, step: Step | None = None) -> np.ndarray:
+    """``n`` actions of ``actor`` in one episode (nothing is observed, so nothing ends it)."""
+    acts = []
+    for _ in range(n):
+        acts.append(actor.act(step))
+        actor.new_episode = False  # as observe() sets it after a step that did not end the episode
+    return np.stack(acts)
+
 
 def test_actors_hold_buttons_as_pressed_or_released():
     from explorer.agent.actor import RandomActor

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from explorer.config import load
+from explorer.core import Taps
 from explorer.envs import make_game
 from explorer.envs import vizdoom as doom
 from explorer.envs.vizdoom import BUTTONS, DoomPad, GameError
@@ -123,14 +124,16 @@ def test_read_wad_lists_maps_and_refuses_other_files(tmp_path):
         read_wad(wad)
 
 
-def _walk_to_door(press_at: int | None, in_action: bool = False) -> list[float]:
+def _walk_to_door(press_at: int | None, in_action: bool = False, hold: bool = False, tap_gap: int = 0) -> list[float]:
     """Freedoom 1 E1M3: walk straight on from the start into the door ahead; press A at step ``press_at``
-    (by name, or ``in_action``: as the policy does, a fifth action value above 0).
+    (by name, or ``in_action``: as the policy does, a fifth action value above 0; with ``hold`` that
+    value stays above 0 from then on, sent through :class:`~explorer.core.Taps` with ``tap_gap``).
 
     Returns the player's y (map units; the door is at y = -40..-24, the player faces +y) after each step.
     """
     game = make_game(load(None, [*FREEDOOM, "game.map=E1M3", "game.args=['-nomonsters']"]))
     pad = DoomPad(game, ("a",) if in_action else ())
+    taps = Taps(("a",), tap_gap)
     ys = []
     try:
         start = game.position()
@@ -138,7 +141,8 @@ def _walk_to_door(press_at: int | None, in_action: bool = False) -> list[float]:
         pad.send(np.array([0, 0, 0, 1.0, -1.0] if in_action else [0, 0, 0, 1.0]))
         for step in range(30):
             if in_action:
-                pad.send(np.array([0, 0, 0, 1.0, 1.0 if step == press_at else -1.0]))
+                pressed = step == press_at or (hold and press_at is not None and step >= press_at)
+                pad.send(taps(np.array([0, 0, 0, 1.0, 1.0 if pressed else -1.0])))
             elif step == press_at:
                 pad.press("a")
             elif step == (press_at or 0) + 1:
@@ -164,6 +168,16 @@ def test_the_policys_a_output_opens_the_door():
     opened = _walk_to_door(12, in_action=True)
     assert max(shut) < -40 and opened[11] == pytest.approx(-56, abs=2)
     assert opened[-1] > 150
+
+
+def test_a_held_a_opens_the_door_only_when_sent_as_taps():
+    """Doom's USE acts on a fresh press and a second press shuts an opening door: A held from the start
+    presses once, far from the door; sent as taps (pad.tap_gap 8) it presses again at the door."""
+    held = _walk_to_door(0, in_action=True, hold=True)
+    tapped = _walk_to_door(0, in_action=True, hold=True, tap_gap=8)
+    assert max(held) < -40 and held[11] == pytest.approx(-56, abs=2)  # stopped by the closed door
+    assert tapped[-1] > 150  # through it
+    assert _walk_to_door(0, in_action=True, hold=True, tap_gap=1)[-1] < -40  # pressed too often: shut again
 
 
 def test_pad_buttons_the_engine_does_not_take_are_unbound():

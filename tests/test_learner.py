@@ -27,12 +27,12 @@ SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=
 
 
 def make(learner: dict | None = None, novelty: NoveltyConfig | None = None, episode_steps: int = 525,
-         buttons: tuple[str, ...] = (), **kw):
+         buttons: tuple[str, ...] = (), tap_gap: int = 0, **kw):
     """The learning agent (explorer.run.builder) for SHAPE frames with SMALL networks; sticks only unless
     ``buttons`` (tests/test_buttons.py covers the buttons)."""
     base = Config()
     config = base.model_copy(update={
-        "pad": base.pad.model_copy(update={"buttons": buttons}),
+        "pad": base.pad.model_copy(update={"buttons": buttons, "tap_gap": tap_gap}),
         "learner": LearnerConfig(**{**SMALL, **(learner or {})}), "novelty": novelty or NoveltyConfig(),
         "observation": base.observation.model_copy(update={"stack": SHAPE[0]}),
         "game": base.game.model_copy(update={"episode_steps": episode_steps})})

@@ -165,8 +165,8 @@ class Stopped(Exception):
 
 
 def _game_sets(overrides: list[str]) -> list[str]:
-    """The overrides every agent takes: the game's and ``run.threads``."""
-    return [o for o in overrides if o.strip().startswith(("game.", "run.threads"))]
+    """The overrides every agent takes: the game's, the pad's (how buttons are sent) and ``run.threads``."""
+    return [o for o in overrides if o.strip().startswith(("game.", "pad.", "run.threads"))]
 
 
 def _recorded_overrides(agent_name: str, overrides: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, split_outputs
 from explorer.agent.novelty import Novelty
 from explorer.config import LearnerConfig
-from explorer.core import N_AXES, Step, settle, stack_frames
+from explorer.core import N_AXES, Step, Taps, settle, stack_frames
 
 
 class LearningActor:
@@ -41,11 +41,12 @@ class LearningActor:
       deterministic: act with ``tanh(mean)`` on the stick range, no noise and no warm-up
         (evaluation).
       buttons: the pad buttons the policy holds (``pad.buttons``), one output each after the sticks.
+      tap_gap: steps a held button stays released after each press (``pad.tap_gap``; 0: sent as held).
     """
 
     def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
                  obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False,
-                 buttons: tuple[str, ...] = ()):
+                 buttons: tuple[str, ...] = (), tap_gap: int = 0):
         self.config = config
         self.policy_net = policy_net
         self.novelty = novelty
@@ -53,6 +54,7 @@ class LearningActor:
         self.adder = adder
         self.deterministic = deterministic
         self.sticks = StickRange(config, buttons)
+        self.taps = Taps(self.sticks.buttons, tap_gap)
         self._prior_offset = self.sticks.prior_offset(config.algo)
         self.rng = np.random.default_rng(config.seed + 2)
         self.noise = self.rng.normal(size=self.sticks.dim).astype(np.float32)
@@ -92,7 +94,8 @@ class LearningActor:
 
     def act(self, step: Step) -> np.ndarray:
         """``float32[4 + n]``: stick values in [action_low, action_high], exploration noise included,
-        then each button as sent (1 pressed, -1 released; a trigger's pull as is).
+        then each button as sent (1 pressed, -1 released, :class:`~explorer.core.Taps` applied; a
+        trigger's pull as is).
 
         The policy decides every ``action_repeat`` steps; in between, the decision is held.
         """
@@ -101,11 +104,12 @@ class LearningActor:
             self.context.reset(self._newest(step))
             self.held = None
             self.option_left = 0
+            self.taps.reset()
         self.last_ctx = self.context.value()
         if self.held is not None and self.held_steps < c.action_repeat:
             self.held_steps += 1
             self.started = False
-            return self.held.copy()
+            return self.taps(self.held.copy())
         if self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
             a = np.tanh(mean)
@@ -124,7 +128,7 @@ class LearningActor:
                     a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
-        return self.held.copy()
+        return self.taps(self.held.copy())
 
     def _newest(self, step: Step) -> np.ndarray | None:
         """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
@@ -169,7 +173,8 @@ class LearningActor:
         return {"steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
                 "rng": self.rng.bit_generator.state, "context": self.context.state(),
                 "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps,
-                "option": None if self.option is None else self.option.tolist(), "option_left": self.option_left}
+                "option": None if self.option is None else self.option.tolist(), "option_left": self.option_left,
+                "tap_wait": self.taps.wait.tolist()}
 
     def load(self, s: dict[str, Any]) -> None:
         self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]
@@ -180,6 +185,9 @@ class LearningActor:
         option = s.get("option")  # checkpoints written before random options have none under way
         self.option = None if option is None else np.array(option, np.float32)
         self.option_left = int(s.get("option_left", 0))
+        wait = s.get("tap_wait")  # checkpoints written before pad.tap_gap have none (nothing waits)
+        if wait is not None and len(wait) == len(self.taps.wait):
+            self.taps.wait = np.array(wait, np.int64)
 
 
 class RecordedActor:
@@ -202,27 +210,31 @@ class RecordedActor:
 class RandomActor:
     """Random sticks and buttons, held for ``sticky_steps`` steps (1: uniform every step): baselines.
 
-    Each button is pressed half the time. With ``sticks`` the draw is moved by the stick range's
-    prior and put on the range, as the learning actor's warm-up sticks are: what the prior and the
-    range do without learning (``sticks`` then names the buttons too).
+    Each button is pressed half the time, sent through :class:`~explorer.core.Taps` with ``tap_gap``
+    as the learning actor's are. With ``sticks`` the draw is moved by the stick range's prior and put
+    on the range, as the learning actor's warm-up sticks are: what the prior and the range do without
+    learning (``sticks`` then names the buttons too).
     """
 
     def __init__(self, seed: int = 0, sticky_steps: int = 1, sticks: StickRange | None = None,
-                 buttons: tuple[str, ...] = ()):
+                 buttons: tuple[str, ...] = (), tap_gap: int = 0):
         self.rng = np.random.default_rng(seed)
         self.sticky_steps = sticky_steps
         self.sticks = sticks
         self.buttons = sticks.buttons if sticks is not None else tuple(buttons)
         self._held = np.zeros(N_AXES + len(self.buttons), np.float32)
         self._age = sticky_steps
+        self.taps = Taps(self.buttons, tap_gap)
 
     def act(self, step: Step) -> np.ndarray:
+        if step is not None and step.first:
+            self.taps.reset()
         if self._age >= self.sticky_steps:
             self._held = self.rng.uniform(-1.0, 1.0, len(self._held)).astype(np.float32)
             self._age = 0
         self._age += 1
         a = self._held if self.sticks is None else self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0))
-        return settle(a, self.buttons).astype(np.float32)
+        return self.taps(settle(a, self.buttons).astype(np.float32))
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         return {}

@@ -81,7 +81,7 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
         policy_net = _policy_copy(config, (h, w, c), context.dim)
         policy_net.set_weights(learner.get_weights())
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
-                          deterministic=deterministic, buttons=buttons)
+                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap)
     actor.warm_up()
     return Agent(actor, learner, replay, adder, novelty, context)
 
@@ -107,7 +107,8 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     novelty, context = _novelty_and_context(config, (h, w, c))
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
     policy_net = _policy_copy(config, (h, w, c), context.dim)
-    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons)
+    actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons,
+                          tap_gap=config.pad.tap_gap)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
 
@@ -132,14 +133,16 @@ def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int
 def build_baseline(config: Config) -> Actor:
     """The random baseline ``run.agent`` names: ``random`` (uniform sticks every step), ``sticky``
     (held for ``run.sticky_steps``) or ``sticky_prior`` (held, moved by the prior, on the stick range);
-    each presses the policy's buttons (``pad.buttons``) at random, half the time."""
-    run, buttons = config.run, config.pad.buttons
+    each presses the policy's buttons (``pad.buttons``) at random, half the time, as taps when
+    ``pad.tap_gap`` says so."""
+    run, buttons, gap = config.run, config.pad.buttons, config.pad.tap_gap
     if run.agent == "random":
-        return RandomActor(run.seed, buttons=buttons)
+        return RandomActor(run.seed, buttons=buttons, tap_gap=gap)
     if run.agent == "sticky":
-        return RandomActor(run.seed, sticky_steps=run.sticky_steps, buttons=buttons)
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps, buttons=buttons, tap_gap=gap)
     if run.agent == "sticky_prior":
-        return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner, buttons))
+        return RandomActor(run.seed, sticky_steps=run.sticky_steps, sticks=StickRange(config.learner, buttons),
+                           tap_gap=gap)
     raise ValueError(f"run.agent = {run.agent!r} is not a baseline")
 
 
