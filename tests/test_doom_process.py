@@ -126,10 +126,10 @@ from explorer.config import load
 from explorer.envs import make_game
 import contextlib, time
 for attempt in range(100):
-    print("start", flush=True)
     outcome = "started"
     with contextlib.suppress(KeyboardInterrupt):  # the outcome is reported below either way
         try:
+            print("start", flush=True)  # inside the block: a Ctrl-C sent at once cannot land before it
             make_game(load()).close()
         except KeyboardInterrupt:
             outcome = "interrupted"

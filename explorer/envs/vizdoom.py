@@ -94,7 +94,8 @@ class DoomGame:
     """
 
     def __init__(self, config: GameConfig, obs: ObservationConfig):
-        import vizdoom as vzd
+        with doom_process.deferred_sigint():  # a Ctrl-C inside the extension's first import fails it (ImportError)
+            import vizdoom as vzd
 
         self.config = config
         self.obs = obs
