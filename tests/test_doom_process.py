@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import mmap
+import re
 import os
 import signal
 import subprocess
@@ -243,3 +245,55 @@ def test_an_engine_whose_parent_cannot_be_read_is_judged_lost_only_when_init_ado
     monkeypatch.setattr(doom_process, "_owner", lambda proc: None)
     notes = doom_process.reap_leftovers(shm_dir=str(tmp_path))
     assert [n for n in notes if "engine 102 has lost" in n] and not [n for n in notes if "101" in n]
+
+
+def _can_mount() -> bool:
+    import shutil
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def in_read_only_folder(folder: Path, *command: str) -> subprocess.CompletedProcess:
+    """Run ``command`` with its working folder ``folder`` mounted read-only (a private mount namespace)."""
+    import shlex
+    folder.mkdir(exist_ok=True)
+    script = (f"mount -t tmpfs -o ro tmpfs {shlex.quote(str(folder))} || exit 99; cd {shlex.quote(str(folder))} && "
+              f"{' '.join(shlex.quote(c) for c in command)}")
+    from test_safety import child_env
+    proc = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=600, env=child_env())
+    assert proc.returncode != 99, proc.stderr
+    return proc
+
+
+needs_mount = pytest.mark.skipif(not _can_mount(), reason="needs unprivileged mount namespaces (unshare -rm)")
+
+
+@needs_mount
+def test_the_game_runs_from_a_read_only_working_folder(tmp_path):
+    out = tmp_path / "runs"
+    explore = in_read_only_folder(tmp_path / "ro", sys.executable, "-m", "explorer.cli", "explore", "--steps", "20",
+                                  "--no-progress", "--out", str(out), "--set", "learner.warmup_steps=10")
+    assert explore.returncode == 0, explore.stderr[-2000:]  # the engine used to crash there (exit code 139)
+    (run,) = out.iterdir()
+    assert json.loads((run / "summary.json").read_text())["steps"] == 20
+    doctor = in_read_only_folder(tmp_path / "ro", sys.executable, "-m", "explorer.cli", "doctor")
+    assert doctor.returncode in (0, 1), doctor.stderr[-2000:]  # 1: no display or pad driver here
+    assert re.search(r"^ok +built-in game", doctor.stdout, re.M), doctor.stdout
+
+
+@needs_mount
+def test_an_engine_started_without_its_launcher_in_a_read_only_folder_is_a_one_line_error(tmp_path):
+    code = ("from explorer.envs import doom_process\n"
+            "doom_process.engine_launcher = lambda engine: None\n"
+            "from explorer.cli import main\n"
+            "raise SystemExit(main(['explore', '--steps', '20', '--no-progress', '--out', %r]))\n" % str(tmp_path / "runs"))
+    proc = in_read_only_folder(tmp_path / "ro", sys.executable, "-c", code)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"explorer: the ViZDoom engine writes _vizdoom.ini and _vizdoom/ into the working folder, and {tmp_path}/ro "
+        "is not writable: run explorer from a writable folder")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -20,7 +20,10 @@ that, before it becomes the engine:
   engine the ordinary way (the engine and the launcher start with SIGINT
   blocked, see :func:`deferred_sigint`, so no Ctrl-C can catch them half way);
 - carries :data:`OWNER_ENV`, the controller's pid, in its environment, so that a
-  later run can tell an engine left by a dead run (:func:`reap_leftovers`).
+  later run can tell an engine left by a dead run (:func:`reap_leftovers`);
+- works in a folder of its own (``engine`` in its private folder): the engine writes its settings
+  (``_vizdoom.ini``) and a ``_vizdoom/`` folder into its working folder, and crashes
+  where it cannot (a read-only working folder), so it never runs in the user's.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ if owner and os.getppid() != int(owner):
     sys.exit(70)  # the controller died before the flag above was set
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # started with SIGINT blocked (deferred_sigint); now for good
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
+os.chdir({home!r})  # the engine writes _vizdoom.ini and _vizdoom/ into its working folder
 os.execv({engine!r}, [{engine!r}, *sys.argv[1:]])
 """
 
@@ -68,23 +72,26 @@ def engine_launcher(engine: str) -> str | None:
     script that runs this Python with ``-I -S``; it is written once per engine
     path into a private folder (``$XDG_RUNTIME_DIR`` or the temp folder).
 
+    The engine runs in ``engine`` in that folder, whatever the controller's working folder.
+
     Returns:
       The launcher's path, or None where it cannot be used (not Linux, no
       writable private folder, a folder mounted ``noexec``): the engine then
-      starts directly, and :func:`reap_leftovers` is what stops it after a crash.
+      starts directly, in the controller's working folder, and
+      :func:`reap_leftovers` is what stops it after a crash.
     """
     if not is_linux() or not sys.executable or not os.path.isfile(engine):
         return None
-    code = _LAUNCHER_CODE.format(owner_env=OWNER_ENV, engine=engine)
+    folder = _private_folder()
+    if folder is None:
+        return None
+    home = folder / "engine"
+    code = _LAUNCHER_CODE.format(owner_env=OWNER_ENV, engine=engine, home=str(home))
     text = ("#!/bin/sh\n# Starts the ViZDoom engine so that it dies with the process that controls it.\n"
             f"exec {shlex.quote(sys.executable)} -I -S -c {shlex.quote(code)} \"$@\"\n")
-    folder = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"explorer-{os.getuid()}"
     path = folder / f"vizdoom-launcher-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-            return None  # not ours alone: do not run what others could have written
+        home.mkdir(mode=0o700, exist_ok=True)
         if not path.is_file() or path.read_text() != text:
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             tmp.write_text(text)
@@ -93,6 +100,20 @@ def engine_launcher(engine: str) -> str | None:
     except OSError:
         return None
     return str(path) if os.access(path, os.X_OK) else None
+
+
+def _private_folder() -> Path | None:
+    """``$XDG_RUNTIME_DIR/explorer-<uid>`` (or in the temp folder), created if needed; None unless it is a
+    folder of this user's alone (what is run from it must not be writable by others)."""
+    folder = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"explorer-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    return folder
 
 
 @contextlib.contextmanager

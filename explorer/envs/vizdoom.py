@@ -464,6 +464,14 @@ def _start(game: Any, package_dir: str) -> None:
     launcher = doom_process.engine_launcher(game.get_vizdoom_path() or os.path.join(package_dir, "vizdoom"))
     if launcher is not None:
         game.set_vizdoom_path(launcher)
+        # the engine works in a folder of its own: the WADs it is given are found from anywhere
+        if iwad := game.get_doom_game_path() or _default_iwad(package_dir):
+            game.set_doom_game_path(os.path.abspath(iwad))
+        if maps := game.get_doom_scenario_path():
+            game.set_doom_scenario_path(os.path.abspath(maps))
+    elif not os.access(os.getcwd(), os.W_OK):  # the engine would crash writing its settings there
+        raise GameError(f"the ViZDoom engine writes _vizdoom.ini and _vizdoom/ into the working folder, and "
+                        f"{os.getcwd()} is not writable: run explorer from a writable folder")
     os.environ[doom_process.OWNER_ENV] = str(os.getpid())  # read by the launcher and by reap_leftovers
     try:
         with doom_process.deferred_sigint():
