@@ -1,10 +1,14 @@
-"""Files that are either whole or absent: atomic writes (temporary name, fsync, rename) and JSON state."""
+"""Files that are either whole or absent: atomic writes (temporary name, fsync, rename) and JSON state.
+
+JSON is written strictly (:func:`json_text`): JSON has no NaN or infinity, so a number that is not finite
+is written as ``null``, and every JSON reader can read the file."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import json
+import math
 import os
 import secrets
 from collections.abc import Callable
@@ -74,10 +78,26 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     return atomic_save(path, write)
 
 
-def write_json(path: Path, value: Any) -> None:
-    """``value`` as JSON at ``path``, atomically (the folder is created if needed)."""
+def finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, infinity), in any list, tuple or dict, as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value: Any, **kwargs: Any) -> str:
+    """``json.dumps(value, **kwargs)`` as strict JSON: numbers that are not finite become ``null`` (see :func:`finite`)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def write_json(path: Path, value: Any, **kwargs: Any) -> None:
+    """``value`` as strict JSON (:func:`json_text`) at ``path``, atomically (the folder is created if needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(value))
+    atomic_write(path, json_text(value, **kwargs))
 
 
 def read_json(path: Path) -> Any:

@@ -94,3 +94,18 @@ def test_evaluate_names_what_is_wrong_with_the_checkpoint_path(tmp_path, recorde
     for path in (run / "checkpoints", run / "checkpoints" / "learner-200.index"):
         assert cli.main(["replay", str(session), "--evaluate", str(path), "--out", str(tmp_path / "eval")]) == 0
     assert re.search(r"200 transitions; novelty mean", capsys.readouterr().out)
+
+
+def test_a_replay_run_resumed_by_explore_keeps_its_summary(tmp_path, recorded):
+    out = tmp_path / "runs"
+    assert cli.main(["replay", str(recorded[0]), "--out", str(out), "--no-progress", *REPLAY]) == 0
+    (run,) = out.iterdir()
+    replayed = json.loads((run / "summary.json").read_text())
+    assert replayed["transitions"] > 100 and replayed["sessions"] == [str(recorded[0])]
+    done = replayed["transitions"]  # the agent's steps so far
+    assert cli.main(["explore", "--resume", str(run), "--steps", str(done + 30), "--no-progress"]) == 0
+    resumed = json.loads((run / "summary.json").read_text())
+    assert resumed["steps"] == 30 and resumed["earlier"] == [replayed]  # the replay's sessions and transitions stay
+    assert cli.main(["explore", "--resume", str(run), "--steps", str(done + 60), "--no-progress"]) == 0
+    again = json.loads((run / "summary.json").read_text())
+    assert again["resumed_at"] == done + 30 and again["earlier"] == [replayed, {k: v for k, v in resumed.items() if k != "earlier"}]

@@ -180,3 +180,43 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_new_run(tmp_path,
         with pytest.raises(rd.RunDirError, match=r"cannot write .*metrics.jsonl: No space left on device; the run stops"):
             run.log({"step": 2})
     assert (run.path / "metrics.jsonl").read_text() == '{"step": 1}\n'  # what was written stays
+
+
+def strict_json(text):
+    """JSON as every reader reads it: NaN and Infinity are not JSON."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_numbers_that_are_not_finite_are_written_as_null(tmp_path):
+    with rd.RunDir(tmp_path, "explore", Config()) as run:
+        run.log({"step": 1, "critic_loss": float("nan"), "novelty": [1.0, float("inf")]})
+        run.write_summary({"cells_per_episode_last20": float("nan"), "loop": {"hz": float("-inf"), "steps": 3}})
+        assert strict_json((run.path / "summary.json").read_text()) == {
+            "cells_per_episode_last20": None, "loop": {"hz": None, "steps": 3}}
+        assert strict_json((run.path / "metrics.jsonl").read_text()) == {
+            "step": 1, "critic_loss": None, "novelty": [1.0, None]}
+
+
+def test_a_resumed_run_keeps_the_summaries_it_had(tmp_path):
+    with rd.RunDir(tmp_path, "replay", Config()) as run:
+        run.write_summary({"transitions": 200, "sessions": ["s1"]})
+    for steps in (100, 150):  # two resumes of it
+        with rd.RunDir.reopen(run.path) as resumed:
+            resumed.write_summary({"steps": steps, "resumed_at": 0})
+            resumed.write_summary({"steps": steps, "resumed_at": 1})  # a second write of one part replaces it
+    assert strict_json((run.path / "summary.json").read_text()) == {
+        "steps": 150, "resumed_at": 1, "earlier": [{"transitions": 200, "sessions": ["s1"]},
+                                                   {"steps": 100, "resumed_at": 1}]}
+
+
+def test_a_summary_that_cannot_be_read_is_kept_aside_when_the_run_goes_on(tmp_path):
+    with rd.RunDir(tmp_path, "explore", Config()) as run:
+        run.log({"step": 1})
+    (run.path / "summary.json").write_text('{"steps": 12, "cells')  # cut short
+    with rd.RunDir.reopen(run.path) as resumed:
+        resumed.write_summary({"steps": 5})
+    assert strict_json((run.path / "summary.json").read_text()) == {
+        "steps": 5, "earlier": [{"unreadable": "summary-unreadable.json"}]}
+    assert (run.path / "summary-unreadable.json").read_text() == '{"steps": 12, "cells'

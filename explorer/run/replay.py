@@ -13,7 +13,6 @@ Both run the driver on a :class:`~explorer.envs.session.SessionEnv`:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +26,7 @@ from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
 from explorer.config import Config, check_replay
 from explorer.core import Step, Stopped, action_names
 from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
-from explorer.files import atomic_save, atomic_write
+from explorer.files import atomic_save, atomic_write, json_text
 from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import InlineTrainer
 from explorer.run.plots import plot_actions, plot_history, plot_novelty
@@ -303,5 +302,5 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
                                                                   recorded_reward=rr, novelty=nov, first=firsts))
     summary["novelty_png"] = str(plot_novelty(nov, rr, firsts, run_path / "novelty.png"))
     summary["actions_png"] = str(plot_actions(pa, ra, run_path / "actions.png"))
-    atomic_write(run_path / "evaluation.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write(run_path / "evaluation.json", json_text(summary, indent=2) + "\n")
     return summary

@@ -25,10 +25,12 @@ import tomli_w
 
 from explorer.config import Config
 from explorer.core import ExplorerError
-from explorer.files import atomic_save, atomic_write, remedy
+from explorer.files import atomic_save, atomic_write, json_text, remedy
 
 #: where a run can go instead, in messages
 ELSEWHERE = "choose another folder (--out or run.dir)"
+#: the largest ``summary.json`` a resumed run reads back (a summary holds a few numbers per episode)
+MAX_SUMMARY_BYTES = 64 * 2**20
 
 
 class RunDirError(ExplorerError):
@@ -191,6 +193,7 @@ class RunDir:
         self._new = path is None
         self._metrics: Any = None
         self._writer: Any = None
+        self._earlier: list[Any] | None = None  # the summaries of the run's earlier parts, read at the first write
         try:
             self._lock = RunLock(self.path)
         except BaseException:
@@ -249,7 +252,7 @@ class RunDir:
         with self._writing("metrics.jsonl"):
             if self._metrics is None:
                 self._metrics = self._open_metrics()
-            self._metrics.write(json.dumps(record) + "\n")
+            self._metrics.write(json_text(record) + "\n")
             self._metrics.flush()
 
     @contextlib.contextmanager
@@ -282,13 +285,46 @@ class RunDir:
                 tf.summary.scalar(f"{prefix}{name}", float(value))
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
-        """Write ``summary.json`` (whole or not at all).
+        """Write ``summary.json`` (whole or not at all, strict JSON: a number that is not finite is ``null``).
+
+        A run that goes on from an earlier one (``explore --resume`` of an explore or replay run) keeps
+        the summaries that were there: the file holds this part's summary, and those of the parts before
+        it under ``earlier``, oldest first.
 
         Raises:
           RunDirError: it cannot be written (a full disk); the one there is left as it was.
         """
         with self._writing("summary.json"):
-            return atomic_write(self.path / "summary.json", json.dumps(summary, indent=2) + "\n")
+            if self._earlier is None:
+                self._earlier = self._earlier_summaries()
+            whole = {**summary, "earlier": self._earlier} if self._earlier else summary
+            return atomic_write(self.path / "summary.json", json_text(whole, indent=2) + "\n")
+
+    def _earlier_summaries(self) -> list[Any]:
+        """The summaries of the run's earlier parts, from the ``summary.json`` there when the run was opened.
+
+        One that cannot be read as a summary is moved aside to ``summary-unreadable[-n].json`` (and named in
+        the list), so nothing in it is lost.
+        """
+        path = self.path / "summary.json"
+        if not path.is_file():
+            return []
+        try:
+            if path.stat().st_size > MAX_SUMMARY_BYTES:
+                raise ValueError(f"larger than {MAX_SUMMARY_BYTES} bytes")
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(previous, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError):
+            aside = self.path / "summary-unreadable.json"
+            n = 1
+            while aside.exists():
+                n += 1
+                aside = self.path / f"summary-unreadable-{n}.json"
+            os.replace(path, aside)
+            return [{"unreadable": aside.name}]
+        earlier = previous.pop("earlier", [])
+        return [*(earlier if isinstance(earlier, list) else [earlier]), previous]
 
     def close(self) -> None:
         """Close the metrics file and TensorBoard writer, and release the lock. Safe to call twice.
