@@ -220,3 +220,37 @@ def test_a_summary_that_cannot_be_read_is_kept_aside_when_the_run_goes_on(tmp_pa
     assert strict_json((run.path / "summary.json").read_text()) == {
         "steps": 5, "earlier": [{"unreadable": "summary-unreadable.json"}]}
     assert (run.path / "summary-unreadable.json").read_text() == '{"steps": 12, "cells'
+
+
+CRASH = """
+import os, signal, sys
+from explorer.config import Config
+from explorer.run.rundir import RunDir
+run = RunDir(sys.argv[1], "explore", Config())
+print(run.path, flush=True)
+if sys.argv[2] == "crash":
+    os.kill(os.getpid(), signal.SIGSEGV)  # as an engine crash takes its controller down: no clean-up runs
+sys.stdin.readline()  # "hold": keep the run open until told
+"""
+
+
+def test_a_run_that_crashed_before_writing_anything_leaves_no_run_directory(tmp_path, capfd):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    crashed = subprocess.run([sys.executable, "-c", CRASH, str(tmp_path), "crash"], capture_output=True, text=True,
+                             env=env)
+    assert crashed.returncode == -signal.SIGSEGV
+    left = tmp_path / crashed.stdout.strip()
+    assert sorted(p.name for p in left.iterdir()) == [".lock", "config.toml"]  # what the crash left
+    holding = subprocess.Popen([sys.executable, "-c", CRASH, str(tmp_path), "hold"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        starting = tmp_path / holding.stdout.readline().strip()  # a run just started: nothing written yet
+        with rd.RunDir(tmp_path, "written", Config()) as written:
+            written.log({"step": 1})
+        with rd.RunDir(tmp_path, "next", Config()) as run:  # the next run in the folder cleans up
+            run.log({"step": 1})
+        assert not left.exists()
+        assert starting.is_dir() and written.path.is_dir()  # in use, or holding what a run wrote
+        assert f"explorer: removed {left}: a run that crashed before it wrote anything left it empty" in capfd.readouterr().err
+    finally:
+        holding.communicate("\n", timeout=60)

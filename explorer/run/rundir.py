@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -180,6 +181,9 @@ class RunDir:
                 if Path(parent).exists() and not Path(parent).is_dir():
                     raise RunDirError(f"cannot create a run directory in {parent}: it is a file, not a folder; "
                                       f"{ELSEWHERE}")
+                for left in _remove_crashed(Path(parent)):
+                    print(f"explorer: removed {left}: a run that crashed before it wrote anything left it empty",
+                          file=sys.stderr)
                 self.path = _claim_new(parent, name)
             else:
                 self.path = Path(path)
@@ -363,9 +367,47 @@ class RunDir:
 def _remove_unused(path: Path) -> None:
     """Remove run folder ``path`` if it holds nothing worth keeping (see :meth:`RunDir._discard`)."""
     try:
-        files = [p for p in path.rglob("*") if not p.is_dir() and p.relative_to(path).parts[0] != "tb"]
-        if any(p.name not in (".lock", "config.toml") and p.stat().st_size for p in files):
-            return
-        shutil.rmtree(path)
+        if _unused(path):
+            shutil.rmtree(path)
     except OSError:
         pass  # a folder that cannot be cleaned is left as it is
+
+
+def _unused(path: Path) -> bool:
+    """Whether run folder ``path`` holds nothing worth keeping (see :meth:`RunDir._discard`)."""
+    files = [p for p in path.rglob("*") if not p.is_dir() and p.relative_to(path).parts[0] != "tb"]
+    return not any(p.name not in (".lock", "config.toml") and p.stat().st_size for p in files)
+
+
+#: the name of a new run's folder (:func:`_claim_new`)
+_RUN_NAME = re.compile(r"\d{8}-\d{6}-.+")
+#: what the folder of a run that wrote nothing can hold
+_START_FILES = {".lock", "config.toml", "metrics.jsonl", "tb"}
+
+
+def _remove_crashed(parent: Path) -> list[Path]:
+    """Remove the run folders in ``parent`` that runs which died before they wrote anything left behind
+    (a crash, a kill: no clean-up ran), and return them.
+
+    Such a folder holds only what a run writes at its start (see :meth:`RunDir._discard`), and its lock is
+    free: the process that made it is gone. A run in use holds its lock and is never touched.
+    """
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for path in sorted(parent.iterdir()) if parent.is_dir() else []:
+            try:
+                if not (_RUN_NAME.fullmatch(path.name) and path.is_dir() and (path / ".lock").is_file()
+                        and {p.name for p in path.iterdir()} <= _START_FILES and _unused(path)):
+                    continue
+                lock = RunLock(path)
+            except (OSError, RunDirError):
+                continue  # in use, or gone meanwhile
+            try:
+                if _unused(path):
+                    shutil.rmtree(path)
+                    removed.append(path)
+            except OSError:
+                pass
+            finally:
+                lock.release()
+    return removed
