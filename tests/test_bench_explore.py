@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -185,3 +186,152 @@ def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_pa
         bench.main(["--report", str(base), str(other), "--out", str(tmp_path / "out")])
     with pytest.raises(SystemExit, match="cannot read .*missing"):
         bench.main(["--report", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--steps", "0"], "argument --steps: must be 1 or more, got 0"),
+    (["--steps", "-5"], "argument --steps: must be 1 or more, got -5"),
+    (["--steps", "many"], "argument --steps: 'many' is not an integer"),
+    (["--seeds", "0", "-1"], "argument --seeds: must be 0 or more and at most 4294967295, got -1"),
+    (["--seeds", "2.5"], "argument --seeds: '2.5' is not an integer"),
+    (["--agents", "sticky", "curious"], "argument --agents: 'curious' is not an agent; choose from uniform, sticky, "
+                                        "sticky_prior, original, frozen, episodic, rnd, forward, pixel"),
+    (["--jobs", "0"], "argument --jobs: must be 1 or more, got 0"),
+])
+def test_bad_arguments_are_one_line(bench, tmp_path, capsys, args, says):
+    with pytest.raises(SystemExit) as stop:
+        bench.main([*args, "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"bench_explore: error: {says}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrong_setting_is_one_line_before_any_run(bench, tmp_path, capsys):
+    common = ["--steps", "10", "--seeds", "0", "--agents", "sticky", "--out", str(tmp_path)]
+    assert bench.main([*common, "--set", "game.episode_steps=-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bench_explore: ") and "game.episode_steps" in err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, r"cannot read .*results.json \(it is a folder\)"),
+    ('{"runs": []}', r".*results.json holds a JSON dict, not the list of runs bench_explore writes"),
+    ('[{"agent": "sticky", "seed": "0"}]', r"run 0 of .*results.json is not a result of bench_explore \(missing or "
+                                           r"wrong: map, seed, steps"),
+    ("[7]", r"run 0 of .*results.json is not a result of bench_explore"),
+])
+def test_a_damaged_results_json_is_one_line(bench, tmp_path, content, says):
+    if content is None:
+        (tmp_path / "results.json").mkdir()
+    else:
+        (tmp_path / "results.json").write_text(content)
+    with pytest.raises(SystemExit, match=f"^bench_explore: {says}.*run without --resume$"):
+        bench.main(["--steps", "10", "--resume", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match=f"^bench_explore: {says}.*leave that folder out of --report$"):
+        bench.main(["--report", str(tmp_path), "--out", str(tmp_path / "report")])
+
+
+def test_out_naming_a_file_is_one_line(bench, tmp_path):
+    (tmp_path / "taken").write_text("mine")
+    with pytest.raises(SystemExit, match="^bench_explore: --out .*taken is a file, not a folder; give a folder"):
+        bench.main(["--steps", "10", "--out", str(tmp_path / "taken")])
+    assert (tmp_path / "taken").read_text() == "mine"
+
+
+def strict_json(text):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_results_json_is_written_leaves_the_one_before_and_resume_goes_on(bench, tmp_path,
+                                                                                          monkeypatch, capsys):
+    import builtins
+    import errno
+    import io
+
+    real_open, writes = builtins.open, []
+
+    class FillsUp:  # a file on a disk that fills after half of what is written to it
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            self.f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def full_disk_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        if "results" in os.path.basename(str(file)) and any(m in mode for m in "wa"):
+            writes.append(file)
+            if len(writes) > 1:  # the first run's results fit; the disk is full when the second's are written
+                return FillsUp(f)
+        return f
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    monkeypatch.setattr(io, "open", full_disk_open)
+    # 50 steps of 60-step episodes: no episode ends, so the coverage figures are not numbers
+    common = ["--steps", "50", "--seeds", "0", "1", "--agents", "sticky", "--set", "game.episode_steps=60",
+              "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match=r"^bench_explore: cannot write .*results.json: No space left on device; the "
+                                         r"results.json there is as it was; free space there, or choose another "
+                                         r"folder \(--out\), then continue with the same command and --resume$"):
+        bench.main(common)
+    monkeypatch.setattr(builtins, "open", real_open)
+    monkeypatch.setattr(io, "open", real_open)
+    kept = strict_json((tmp_path / "results.json").read_text())  # whole, and JSON every reader takes
+    assert [r["seed"] for r in kept] == [0] and kept[0]["cells_per_budget"] is None
+    assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+    assert bench.main([*common, "--resume"]) == 0
+    assert "resuming: 1 of 2 runs" in capsys.readouterr().out
+    after = strict_json((tmp_path / "results.json").read_text())
+    assert [r["seed"] for r in after] == [0, 1] and after[0] == kept[0]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_jobs_processes_and_their_engines_and_says_how_to_go_on(tmp_path):
+    import signal
+    import subprocess
+
+    import psutil
+    from test_safety import child_env, wait_for
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "bench_explore.py"), "--jobs", "2", "--steps", "1000000",
+                             "--seeds", "0", "1", "2", "--agents", "sticky", "--set", "game.episode_steps=60",
+                             "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    family: dict[int, psutil.Process] = {}  # every process the bench started, and what they started
+
+    def both_runs_play() -> bool:
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            family.setdefault(p.pid, p)
+        engines = [p for p in family.values() if p.is_running() and p.name() == "vizdoom"]
+        return len(engines) == 2 and len(list(tmp_path.glob("runs/*/config.toml"))) == 2
+
+    try:
+        wait_for(both_runs_play, proc, "two runs with their engines", timeout_s=600)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("bench_explore: ")]
+    assert lines == [f"bench_explore: stopped by SIGTERM; the 0 finished runs are in {tmp_path / 'results.json'}; "
+                     "continue with the same command and --resume"], err[-3000:]
+    assert "Traceback" not in err
+    _, alive = psutil.wait_procs(list(family.values()), timeout=60)  # the engines die with their processes
+    assert [(p.pid, p.name()) for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert len(list(tmp_path.glob("runs/*"))) <= 2  # the third run never started

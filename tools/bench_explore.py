@@ -40,8 +40,9 @@ runs share N cores): the figures are those of the same runs one after another
 (each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
 ``--resume`` keeps the runs of ``--out``'s results.json that the command asks
 for (same agent, map, seed, steps and settings) and runs only the others: a
-suite of hours that was stopped goes on where it was. Ctrl-C or SIGTERM stops
-the bench (exit code 130): a run cut short is not kept as a result. ``--report DIR ...`` runs
+suite of hours that was stopped goes on where it was. results.json is rewritten
+whole after each run (a full disk leaves the one before). Ctrl-C or SIGTERM stops
+the bench and its ``--jobs`` processes (exit code 130 or 143): a run cut short is not kept as a result. ``--report DIR ...`` runs
 nothing: it merges the results.json of several ``--out`` folders (the baselines
 from one, the learning agent from another) into one table, seed by seed, with
 the learning agents' averages against ``sticky_prior``'s and sticky's.
@@ -56,7 +57,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -64,9 +67,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from explorer.core import stack_frames  # noqa: E402
+from explorer.config import MAX_SEED, ConfigError  # noqa: E402
+from explorer.core import ExplorerError, Terminated, stack_frames  # noqa: E402
+from explorer.files import atomic_write, json_text, remedy  # noqa: E402
 
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
+#: every agent ``--agents`` takes
+AGENTS = ("uniform", "sticky", "sticky_prior", "original", "frozen", *SIGNALS)
 
 #: the maps of ``--suite``: settings of each (my_way_home alone without ``--suite``)
 MAPS: dict[str, list[str]] = {
@@ -161,7 +168,76 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
 
 
 class Stopped(Exception):
-    """A run ended before its steps (Ctrl-C, SIGTERM): the bench stops and keeps the runs that finished."""
+    """A run ended before its steps (Ctrl-C, SIGTERM): the bench stops and keeps the runs that finished.
+
+    Attributes:
+      signum: the signal that stopped it (the bench exits with ``128 + signum``).
+    """
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message, int(signum))  # both, so that it crosses from a --jobs process whole
+        self.message, self.signum = message, int(signum)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+#: the fields of a result that the bench reads back (--resume, --report), with their JSON types
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "agent": (str,), "map": (str,), "seed": (int,), "steps": (int,), "overrides": (list,),
+    "cells_per_budget": (int, float, type(None)), "total_cells": (int, float), "early": (int,),
+    "early_share": (int, float, type(None)), "episodes": (int,), "steps_per_s": (int, float, type(None)),
+}
+#: the figures written as ``null`` when they are not numbers (JSON has no NaN), read back as NaN
+NAN_FIELDS = ("cells_per_budget", "cells_mean", "early_share", "steps_per_s", "coverage_last20")
+
+
+def read_results(path: Path, what: str) -> list[dict]:
+    """The runs of a results.json that bench_explore wrote (``null`` figures back as NaN).
+
+    Args:
+      path: the file.
+      what: what to do instead, ending the message (e.g. "run without --resume").
+
+    Raises:
+      SystemExit: one line saying what is wrong with the file (unreadable, not JSON, not a list of results).
+    """
+    try:
+        runs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        why = "it is a folder" if path.is_dir() else getattr(err, "strerror", None) or str(err)
+        raise SystemExit(f"bench_explore: cannot read {path} ({why}); give a results.json written by bench_explore, "
+                         f"or {what}") from None
+    except ValueError as err:
+        raise SystemExit(f"bench_explore: {path} is not readable JSON ({err}); move it away and run again, or "
+                         f"{what}") from None
+    if not isinstance(runs, list):
+        raise SystemExit(f"bench_explore: {path} holds a JSON {type(runs).__name__}, not the list of runs bench_explore "
+                         f"writes; move it away and run again, or {what}")
+    for i, r in enumerate(runs):
+        bad = [k for k, kinds in RESULT_FIELDS.items()
+               if not isinstance(r, dict) or not isinstance(r.get(k, ...), kinds) or isinstance(r.get(k), bool)]
+        if bad:
+            raise SystemExit(f"bench_explore: run {i} of {path} is not a result of bench_explore (missing or wrong: "
+                             f"{', '.join(bad)}); move the file away and run again, or {what}")
+        for k in NAN_FIELDS:
+            if k in r and r[k] is None:
+                r[k] = math.nan
+    return runs
+
+
+def write_results(path: Path, runs: list[dict]) -> None:
+    """``runs`` as strict JSON at ``path``, whole or not at all (a full disk leaves the file there as it was).
+
+    Raises:
+      SystemExit: it cannot be written; one line saying why and what to do.
+    """
+    try:
+        atomic_write(path, json_text(runs))
+    except OSError as err:
+        raise SystemExit(f"bench_explore: cannot write {path}: {err.strerror or err}; the {path.name} there is as it "
+                         f"was; {remedy(err, 'choose another folder (--out)')}, then continue with the same command "
+                         f"and --resume") from None
 
 
 def _game_sets(overrides: list[str]) -> list[str]:
@@ -212,8 +288,9 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     config = load(None, sets)
     summary = explore(config, progress=False, actor=agent)
     if summary["steps"] < steps:  # a stopped run is not a result: --resume runs it again
+        from explorer.run.safety import signal_number
         raise Stopped(f"{map_name} {agent_name} s{seed} stopped by {summary['stopped_by']} at step "
-                      f"{summary['steps']} of {steps}")
+                      f"{summary['steps']} of {steps}", signal_number(str(summary["stopped_by"])) or signal.SIGINT)
     lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
     episodes = [r for r in map(json.loads, lines) if "episode" in r]
     curve = [(r["step"], r["cells"]) for r in episodes]
@@ -250,10 +327,62 @@ def _runs(tasks: list[tuple], jobs: int):
         try:
             for future in as_completed(futures):
                 yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
+        except BaseException:  # a run failed or stopped, or a signal reached this process: stop the others
+            _stop_workers(pool)
             raise
+
+
+#: how long the runs of ``--jobs`` processes have to stop at a step once told (a checkpoint, the engine closed)
+STOP_S = 120.0
+
+
+def _stop_workers(pool) -> None:
+    """Stop every process of ``pool`` and wait for them.
+
+    SIGTERM stops the runs under way at a step, as it stops ``explorer explore``, and closes their engines;
+    one that has not ended after :data:`STOP_S` is killed (its engine dies with it). The pool starts a new
+    process in place of each that ends, for the runs queued: those are killed as they appear, before
+    they start a run.
+    """
+    import threading
+    import time
+
+    import psutil
+
+    def workers() -> list[psutil.Process]:
+        found = []
+        for child in psutil.Process().children():
+            try:
+                if any("spawn_main" in part for part in child.cmdline()):
+                    found.append(child)
+            except psutil.Error:
+                continue
+        return found
+
+    running = {p.pid for p in workers()}
+    done = threading.Event()
+
+    def stop() -> None:
+        told, deadline = set(), time.monotonic() + STOP_S
+        while not done.is_set():
+            for child in workers():
+                try:
+                    if child.pid not in running or time.monotonic() > deadline:
+                        child.kill()
+                    elif child.pid not in told:
+                        child.terminate()
+                        told.add(child.pid)
+                except psutil.Error:
+                    pass
+            done.wait(0.1)
+
+    stopper = threading.Thread(target=stop, name="stop --jobs processes", daemon=True)
+    stopper.start()
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        done.set()
+        stopper.join()
 
 
 def _mean_std(values: list[float]) -> str:
@@ -344,11 +473,7 @@ def report(dirs: list[str], out: Path) -> int:
     settings: dict[str, tuple[list[str], Path]] = {}  # agent -> its settings (run.threads aside), where first seen
     for d in dirs:
         path = Path(d) / "results.json"
-        try:
-            runs = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise SystemExit(f"bench_explore --report: cannot read {path} ({err}); give folders written by bench_explore") from None
-        for r in runs:
+        for r in read_results(path, "leave that folder out of --report"):
             mine = [o for o in r["overrides"] if not o.startswith("run.threads")]
             first, where = settings.setdefault(r["agent"], (mine, path))
             if mine != first:
@@ -366,17 +491,50 @@ def report(dirs: list[str], out: Path) -> int:
     table, _ = suite_table(runs, agents, maps)
     text = table + "\nPer seed: cells per episode budget (distinct cells; on my_way_home, the goal in the last 20)\n\n" \
         + per_seed_table(runs, agents, maps)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "suite.md").write_text(text)
+    _make_out(out)
+    atomic_write(out / "suite.md", text)
     print(text + f"\nwrote {out / 'suite.md'}")
     return 0
 
 
+def _make_out(out: Path) -> None:
+    """Create the ``--out`` folder, or say in one line why it cannot be."""
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"bench_explore: --out {out} is a file, not a folder; give a folder for the results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SystemExit(f"bench_explore: cannot create --out {out}: {err.strerror or err}; "
+                         f"{remedy(err, 'choose another folder (--out)')}") from None
+
+
+def _number(kind: type, low: int, high: int | None = None):
+    """An argparse type: an integer from ``low`` to ``high`` (no bound: None)."""
+    def parse(text: str) -> int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {low} or more" + (f" and at most {high}" if high is not None
+                                                                         else "") + f", got {text}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def _agent(text: str) -> str:
+    if text not in AGENTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an agent; choose from {', '.join(AGENTS)}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=50_000, help="agent steps per run (per map with --suite)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--agents", nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
+    ap = argparse.ArgumentParser(prog="bench_explore", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=_number(int, 1), default=50_000, help="agent steps per run (per map with --suite)")
+    ap.add_argument("--seeds", type=_number(int, 0, MAX_SEED), nargs="+", default=[0, 1, 2])
+    ap.add_argument("--agents", type=_agent, nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
                     help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior, on the learner's stick range), original, "
                          f"frozen (the default learning agent, learning off), or a novelty signal ({', '.join(SIGNALS)})")
     ap.add_argument("--suite", action="store_true", help=f"run on every map of the suite ({', '.join(MAPS)})")
@@ -384,8 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents; game.KEY=VALUE for all agents "
                          "and run.threads for all agents (after each map's own settings)")
-    ap.add_argument("--threads", type=int, default=0, help="TensorFlow inter- and intra-op threads, every agent (0: run.threads)")
-    ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in a process of its own "
+    ap.add_argument("--threads", type=_number(int, 0), default=0,
+                    help="TensorFlow inter- and intra-op threads, every agent (0: run.threads)")
+    ap.add_argument("--jobs", type=_number(int, 1), default=1, help="runs at a time, each in a process of its own "
                     "(with one TensorFlow thread per pool unless --threads is given)")
     ap.add_argument("--resume", action="store_true", help="keep the runs of --out's results.json that this command "
                     "asks for (same agent, map, seed, steps and settings) and run only the others")
@@ -393,10 +552,19 @@ def main(argv: list[str] | None = None) -> int:
                     "folders (one step budget per map) into one table with every seed, written as suite.md in --out")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
-    if args.report:
-        return report(args.report, Path(args.out))
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    try:
+        if args.report:
+            return report(args.report, Path(args.out))
+        return _bench(args)
+    except (ExplorerError, ConfigError) as err:  # a setting of --set, a game that cannot start: one line
+        print(f"bench_explore: {err}", file=sys.stderr)
+        return 2 if isinstance(err, ConfigError) else 1
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from explorer.config import load
+    from explorer.run.safety import terminate_raises
+
     here = Path(__file__).resolve().parent
     for path in (str(here.parent), str(here)):  # explorer, and this script by name for the --jobs processes
         if path not in sys.path:
@@ -405,17 +573,14 @@ def main(argv: list[str] | None = None) -> int:
     if threads:
         args.overrides.append(f"run.threads=[{threads},{threads}]")
     maps = args.maps or (list(MAPS) if args.suite else ["my_way_home"])
+    load(None, args.overrides)  # a wrong --set is said now, not by each run
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_out(out)
     tasks = [(name, seed, args.steps, args.overrides, out, map_name)
              for map_name in maps for name in args.agents for seed in args.seeds]
     results = []
     if args.resume and (out / "results.json").exists():
-        try:
-            previous = json.loads((out / "results.json").read_text())
-        except ValueError as err:
-            raise SystemExit(f"bench_explore: {out / 'results.json'} is not readable JSON ({err}); "
-                             f"move it away and run again, or run without --resume") from None
+        previous = read_results(out / "results.json", "run without --resume")
         for t in tasks:  # the first earlier run of each task asked for
             results += [r for r in previous if _done(r, t)][:1]
         others = [r for r in previous if not any(r is k for k in results)]  # kept in results.json, not in the table
@@ -425,24 +590,26 @@ def main(argv: list[str] | None = None) -> int:
     else:
         others, tasks_run = [], tasks
     try:
-        for r in _runs(tasks_run, args.jobs):
-            results.append(r)
-            (out / "results.json").write_text(json.dumps(results + others))
-            if r["failure"]:
-                print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
-    except (Stopped, KeyboardInterrupt) as err:
-        why = str(err) if isinstance(err, Stopped) else "Ctrl-C"
+        with terminate_raises():  # SIGTERM between runs, or in this process while --jobs processes run them
+            for r in _runs(tasks_run, args.jobs):
+                results.append(r)
+                write_results(out / "results.json", results + others)
+                if r["failure"]:
+                    print(f"[{r['agent']} s{r['seed']}] update failed: {r['failure']}\n{r['guard']}", flush=True)
+    except (Stopped, KeyboardInterrupt, Terminated) as err:
+        why = (str(err) if isinstance(err, Stopped) else f"stopped by {err}" if isinstance(err, Terminated)
+               else "Ctrl-C")
         print(f"bench_explore: {why}; the {len(results)} finished runs are in {out / 'results.json'}; "
               f"continue with the same command and --resume", file=sys.stderr, flush=True)
-        return 130
+        return 128 + (err.signum if isinstance(err, (Stopped, Terminated)) else signal.SIGINT)
     order = {(t[5], t[0], t[1]): i for i, t in enumerate(tasks)}
     results.sort(key=lambda r: order[(r["map"], r["agent"], r["seed"])])
-    (out / "results.json").write_text(json.dumps(results + others))
+    write_results(out / "results.json", results + others)
     table, rows = suite_table(results, args.agents, maps)
-    (out / "suite.md").write_text(table)
-    (out / "suite.json").write_text(json.dumps({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,
-                                                "seeds": args.seeds, "overrides": args.overrides,
-                                                "table": rows, "runs": results}, indent=1))
+    atomic_write(out / "suite.md", table)
+    atomic_write(out / "suite.json", json_text({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,
+                                                 "seeds": args.seeds, "overrides": args.overrides,
+                                                 "table": rows, "runs": results}, indent=1))
     print("\n" + table)
     import matplotlib
     matplotlib.use("Agg")
@@ -450,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     fig, axes = plt.subplots(1, len(maps), figsize=(8 * len(maps), 5), squeeze=False)
     for ax, map_name in zip(axes[0], maps, strict=True):
         for r in (r for r in results if r["map"] == map_name):
-            if r["curve"]:
+            if r.get("curve"):
                 xs, ys = zip(*r["curve"], strict=True)
                 smooth = np.convolve(ys, np.ones(5) / 5, mode="valid") if len(ys) >= 5 else ys
                 ax.plot(xs[len(xs) - len(smooth):], smooth, label=f"{r['agent']} s{r['seed']}")
