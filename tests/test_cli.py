@@ -27,3 +27,28 @@ def test_numbers_that_make_no_run_are_refused(args, message, capsys):
 def test_zero_checkpoint_interval_means_only_at_the_end():
     args = cli.build_parser().parse_args(["replay", "s", "--checkpoint-every", "0", "--steps", "7"])
     assert args.checkpoint_every == 0 and args.steps == 7
+
+
+def test_doctor_report_to_a_folder_or_a_path_it_cannot_write_is_one_line(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from explorer.run import doctor
+
+    assert cli.main(["doctor", "--report", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"explorer: --report {tmp_path} is a folder; give the file to write the report to, "
+                                       f"e.g. {tmp_path / 'doctor.md'}\n")  # said before the checks run
+    (tmp_path / "notes").write_text("mine")
+    assert cli.main(["doctor", "--report", str(tmp_path / "notes" / "doctor.md")]) == 1
+    assert capsys.readouterr().err == (f"explorer: --report {tmp_path}/notes/doctor.md: {tmp_path}/notes is a file, "
+                                       "not a folder; give another file (--report FILE)\n")
+
+    def full_disk(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(doctor, "atomic_write", full_disk)
+    assert cli.main(["doctor", "--report", str(tmp_path / "doctor.md")]) == 1
+    out, err = capsys.readouterr()
+    assert "built-in game" in out and "Traceback" not in err  # the checks ran and were shown
+    assert err.splitlines()[-1] == (f"explorer: cannot write the report {tmp_path}/doctor.md: No space left on device; "
+                                    "free space there, or give another file (--report FILE)")
+    assert (tmp_path / "notes").read_text() == "mine" and not (tmp_path / "doctor.md").exists()

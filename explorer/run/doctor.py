@@ -25,7 +25,9 @@ import numpy as np
 import tomli_w
 
 from explorer.config import Config
+from explorer.core import ExplorerError
 from explorer.envs import winapi
+from explorer.files import atomic_write, remedy
 
 PACKAGES = ("explorer", "tensorflow", "keras", "numpy", "pillow", "mss", "dxcam", "comtypes", "vgamepad",
             "pywinctl", "python-xlib", "vizdoom", "pynput", "pydantic")
@@ -290,9 +292,25 @@ def write_report(path: str | Path, config: Config, checks: list[Check]) -> Path:
         text.append(f"- cannot list monitors: {type(err).__name__}: {err}")
     settings = {k: v for k, v in config.to_dict().items() if k in ("capture", "pad", "control")}
     text += ["", "## Settings", "", "```toml", tomli_w.dumps(settings).strip(), "```", ""]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(text), encoding="utf-8")
+    _check_report_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, "\n".join(text))
+    except OSError as err:
+        raise ExplorerError(f"cannot write the report {path}: {err.strerror or err}; "
+                            f"{remedy(err, 'give another file (--report FILE)')}") from None
     return path
+
+
+def _check_report_path(path: Path) -> None:
+    """Raise a one-line :class:`ExplorerError` when ``path`` cannot be the report file (a folder, or under a file)."""
+    if path.is_dir():
+        raise ExplorerError(f"--report {path} is a folder; give the file to write the report to, e.g. {path / 'doctor.md'}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ExplorerError(f"--report {path}: {parent} is a file, not a folder; give another file (--report FILE)")
+            break
 
 
 def run_doctor(config: Config, report: str | Path | None = None) -> int:
@@ -302,6 +320,8 @@ def run_doctor(config: Config, report: str | Path | None = None) -> int:
       config: the merged config (capture and pad settings are checked as configured).
       report: also write everything, with versions, to this file.
     """
+    if report is not None:
+        _check_report_path(Path(report))  # said before the checks, which take a while
     checks, optional = run_checks(config)
     for line in _lines(checks + optional):
         print(line)
