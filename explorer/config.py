@@ -239,7 +239,7 @@ class NoveltyConfig(_Section):
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
     norm_decay: float = Field(0.99, gt=0, lt=1, description="decay of the running mean/variance that normalises rewards, per agent step")
     learning_rate: float = Field(1e-3, gt=0, description="Adam step size of learned novelty models (rnd/forward/inverse/temporal)")
-    seed: int = Field(1, ge=0, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")
+    seed: int = Field(1, ge=0, le=MAX_SEED, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")
 
 
 _Stick = Annotated[float, Field(gt=-1.0, lt=1.0)]  # a stick value strictly inside [-1, 1]
@@ -305,7 +305,7 @@ class LearnerConfig(_Section):
         "allows; [-1, -1, -1, -1] with action_high [1, 1, 1, 1] gives the policy the whole pad")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
-    seed: int = Field(0, ge=0, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     xla: bool = Field(False, description="compile the whole update (critics, actor, entropy weight, targets) as one "
                       "XLA cluster, when the learner is built (learner.eager wins); a NaN/Inf loss stops training with "
@@ -379,10 +379,10 @@ class Config(_Section):
                 given = data.get(section)
                 if isinstance(given, BaseModel):
                     if "seed" not in given.model_fields_set:
-                        data[section] = given.model_copy(update={"seed": base + offset})
+                        data[section] = given.model_copy(update={"seed": (base + offset) % (MAX_SEED + 1)})
                         derived.append(section)
                 elif given is None or (isinstance(given, dict) and "seed" not in given):
-                    data[section] = {**(given or {}), "seed": base + offset}
+                    data[section] = {**(given or {}), "seed": (base + offset) % (MAX_SEED + 1)}
                     derived.append(section)
         config = handler(data)
         config._derived_seeds = frozenset(derived)

@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from explorer import config as cfg
+from explorer.config import ConfigError, load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -376,3 +377,18 @@ def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
         "learner.batch_size = 32, learner.update_every = 1): nothing is learned; lower learner.warmup_steps, or "
         "replay more (--epochs, more sessions)"]
     assert cfg.replay_warnings(cfg.load(None, ["learner.warmup_steps=100"]), 303) == []
+
+
+@pytest.mark.parametrize("key", ["learner.seed", "novelty.seed"])
+def test_a_seed_too_large_for_the_libraries_is_refused_at_load(key):
+    # 2**64 reached TensorFlow as an out-of-range integer: a traceback when the learner was built
+    with pytest.raises(ConfigError, match=rf"^invalid configuration: {key} \(from --set\): Input should be less than "
+                                          rf"or equal to 4294967295, got 18446744073709551616$"):
+        load(None, [f"{key}={2**64}"])
+    assert getattr(load(None, [f"{key}=4294967295"]), key.split(".")[0]).seed == 4294967295
+
+
+def test_the_largest_run_seed_derives_seeds_in_range():
+    config = load(None, ["run.seed=4294967295"])
+    assert config.seeds() == {"run.seed": 4294967295, "game.seed": 4294967295, "learner.seed": 4294967295,
+                              "novelty.seed": 0}  # run.seed + 1, wrapped to 32 bits
