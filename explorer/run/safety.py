@@ -228,6 +228,10 @@ def countdown(seconds: float, controls: Controls, out: Any = sys.stderr) -> bool
     return True
 
 
+#: how long :meth:`Hotkeys.stop` waits for the listener's thread to end, seconds
+HOTKEYS_JOIN_S = 5.0
+
+
 class Hotkeys:
     """Global stop and pause keys through ``pynput`` (``pip install 'explorer[hotkeys]'``).
 
@@ -270,5 +274,16 @@ class Hotkeys:
         return self
 
     def stop(self) -> None:
+        """Stop listening, and wait for the listener to let go of the display (it may close next)."""
         if self._listener is not None:
-            self._listener.stop()
+            listener, self._listener = self._listener, None
+            listener.stop()
+            # pynput's X11 listener asks for its recording to end on the connection that records, where
+            # X does not read it until the next key, so its thread would read on, and fail once the
+            # display is gone: ask again on its other connection, which X reads at once
+            stopper, context = getattr(listener, "_display_stop", None), getattr(listener, "_context", None)
+            if stopper is not None and context is not None:
+                with contextlib.suppress(Exception):
+                    stopper.record_disable_context(context)
+                    stopper.flush()
+            listener.join(HOTKEYS_JOIN_S)
