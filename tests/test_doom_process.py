@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import mmap
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -287,10 +287,11 @@ def test_the_game_runs_from_a_read_only_working_folder(tmp_path):
 
 @needs_mount
 def test_an_engine_started_without_its_launcher_in_a_read_only_folder_is_a_one_line_error(tmp_path):
+    runs = str(tmp_path / "runs")
     code = ("from explorer.envs import doom_process\n"
             "doom_process.engine_launcher = lambda engine: None\n"
             "from explorer.cli import main\n"
-            "raise SystemExit(main(['explore', '--steps', '20', '--no-progress', '--out', %r]))\n" % str(tmp_path / "runs"))
+            f"raise SystemExit(main(['explore', '--steps', '20', '--no-progress', '--out', {runs!r}]))\n")
     proc = in_read_only_folder(tmp_path / "ro", sys.executable, "-c", code)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
