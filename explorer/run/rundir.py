@@ -396,7 +396,9 @@ def _remove_crashed(parent: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for path in sorted(parent.iterdir()) if parent.is_dir() else []:
             try:
+                # config.toml is written once the lock is held: a run still taking its lock is never judged
                 if not (_RUN_NAME.fullmatch(path.name) and path.is_dir() and (path / ".lock").is_file()
+                        and (path / "config.toml").is_file()
                         and {p.name for p in path.iterdir()} <= _START_FILES and _unused(path)):
                     continue
                 lock = RunLock(path)
