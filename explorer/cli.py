@@ -211,7 +211,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         cells = summary["cells_per_episode_last20"]
         cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
         print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
+              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}"
+              + (f" ({summary['cells']})" if summary.get("cells", "map cells") != "map cells" else ""))
         if "workers" in summary:
             print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "
                   f"({summary['update_to_data']:.3f} per step, setting {summary['update_to_data_setting']:.3f}), "

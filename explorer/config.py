@@ -143,9 +143,10 @@ class ControlConfig(_Section):
 class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
-    name: Literal["vizdoom", "synthetic"] = Field(
+    name: Literal["vizdoom", "synthetic", "gym"] = Field(
         "vizdoom", description="built-in game engine. vizdoom: ViZDoom; synthetic: a cheap made-up room of coloured "
-        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine)")
+        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine); gym: the Gymnasium "
+        "environment game.id (pip install -e '.[gym]'; docs/gym.md)")
     scenario: str = Field("my_way_home", description="bundled ViZDoom scenario name, freedoom (a map as its authors made "
                           "it, no rewards: use with game.wad and game.map), or a path to a .cfg file")
     wad: str = Field("", description="WAD to play: freedoom1 or freedoom2 (shipped with ViZDoom) or a .wad path; a game "
@@ -164,6 +165,27 @@ class GameConfig(_Section):
     realtime: bool = Field(False, description="asynchronous engine at 35 tics/s with a visible window (live test bed)")
     visible: bool = Field(False, description="show the engine window (needs a display)")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="engine seed (unset: run.seed)")
+    id: str = Field("", description="game.name = gym: the registered Gymnasium id, e.g. ALE/MontezumaRevenge-v5 or "
+                    "MiniGrid-MultiRoom-N4-S5-v0")
+    module: str = Field("", description="game.name = gym: module imported first, to register game.id (empty: ale_py for "
+                        "ALE/ ids, minigrid for MiniGrid- ids)")
+    kwargs: dict[str, Any] = Field({}, description="game.name = gym: keyword arguments of gymnasium.make, e.g. "
+                                   "{frameskip = 4} (a table)")
+    actions: dict[str, dict[str, float]] = Field(
+        {}, description="game.name = gym: the pad's inputs (camera_x camera_y walk_x walk_y, pad.buttons) for each "
+        "env action, e.g. {NOOP = {}, UP = {walk_y = 1}, FIRE = {a = 1}} (Discrete: names or indices; Box, "
+        "MultiBinary, MultiDiscrete: one weighted sum per dimension); empty: from the env's action meanings (docs/gym.md)")
+    position_key: str = Field("position", description="game.name = gym: the info key holding the player's position "
+                              "(2 or 3 numbers), for coverage only; ALE Montezuma's Revenge and MiniGrid are read directly")
+    cell: float = Field(0.0, ge=0, description="game.name = gym: coverage cell size in the position's units (0: the "
+                        "game's own: 1 for MiniGrid, 16 pixels for Montezuma's Revenge, 1 otherwise)")
+
+    @model_validator(mode="after")
+    def _gym_id(self) -> GameConfig:
+        if self.name == "gym" and not self.id:
+            raise ValueError("game.name = gym needs game.id, a registered Gymnasium id such as ALE/MontezumaRevenge-v5 "
+                             "or MiniGrid-MultiRoom-N4-S5-v0")
+        return self
 
 
 class RunConfig(_Section):
@@ -690,6 +712,8 @@ def capture_overrides(window: str | None, region: str | None) -> list[str]:
 
 
 def _toml_literal(value: Any) -> str:
+    if isinstance(value, dict):  # an inline table: tomli_w writes a dict as a [section] of its own
+        return "{" + ", ".join(f"{_toml_literal(str(k))} = {_toml_literal(v)}" for k, v in value.items()) + "}"
     text = tomli_w.dumps({"v": value})
     return text.split("=", 1)[1].strip()
 

@@ -277,6 +277,9 @@ class Step:
         ``k`` frames, oldest first.
       first: ``obs`` opens an episode (returned by :meth:`Env.reset`).
       last: ``obs`` closes an episode; the driver resets the env next.
+      truncated: with ``last``, the episode was cut (a time limit) rather than ended by the game
+        (Gymnasium's ``truncated`` against ``terminated``): the game would go on, so the value after
+        ``obs`` is not zero.
       t: monotonic time the newest frame reached the ring, seconds.
       info: what the env knows beyond the frames, for observers only (never an agent input):
         a recorded action, the player's position, ...
@@ -286,6 +289,7 @@ class Step:
     first: bool = False
     last: bool = False
     t: float = 0.0
+    truncated: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
 
 

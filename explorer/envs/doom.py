@@ -35,6 +35,7 @@ class DoomEnv:
         self.frame_shape = game.shape
         self.ring = FrameRing(ring_capacity, game.shape)
         self._started = False
+        self.cell = 64.0  # coverage cell size, map units
 
     def _step(self, first: bool = False, last: bool = False) -> Step:
         return Step(self.ring.latest(self.stack), first=first, last=last, t=time.monotonic(),
