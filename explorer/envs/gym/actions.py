@@ -153,9 +153,10 @@ class ActionMap:
                 raise ExplorerError(f"the env's actions {', '.join(unknown)} have no known pad state (its actions: "
                                     f"{', '.join(names)}); describe each as a pad state in game.actions, e.g. {_EXAMPLE}")
         else:
+            example = ", ".join(['"0" = {}', '"1" = {walk_y = 1}', '"2" = {a = 1}'][:n])
             raise ExplorerError(f"the env's Discrete({n}) actions have no meanings the pad knows; describe each "
                                 f"(by index 0..{n - 1}) as a pad state in game.actions, e.g. "
-                                'game.actions = {"0" = {}, "1" = {walk_y = 1}, "2" = {a = 1}} (docs/gym.md)')
+                                f"game.actions = {{{example}}} (docs/gym.md)")
         rows: list[np.ndarray] = []
         index: list[int] = []
         seen: set[bytes] = set()
