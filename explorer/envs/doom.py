@@ -39,7 +39,12 @@ class DoomEnv:
 
     def _step(self, first: bool = False, last: bool = False) -> Step:
         return Step(self.ring.latest(self.stack), first=first, last=last, t=time.monotonic(),
-                    info={"position": self.game.position()})
+                    truncated=last and self.game.outcome == "timeout", info={"position": self.game.position()})
+
+    def seed(self, seed: int) -> None:
+        """The next :meth:`reset` starts a new episode with this engine seed (the first one included)."""
+        self.game.game.set_seed(int(seed) % 2**32)
+        self._started = True
 
     def reset(self) -> Step:
         if self._started:
