@@ -740,11 +740,12 @@ def _merge(into: dict[str, Any], path: list[str], value: Any, origin: str) -> No
     node[path[-1]] = value
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(tree: dict[str, Any], prefix: str = "", depth: int = 2) -> dict[str, Any]:
+    """``{"section.key": value}``; a table value (``game.kwargs``) stays whole, an empty one included."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+        if isinstance(value, dict) and depth > 1:
+            out.update(_flatten(value, f"{prefix}{key}.", depth - 1))
         else:
             out[f"{prefix}{key}"] = value
     return out

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from explorer.config import ConfigError, load
+from explorer.config import ConfigError, dump, load
 from explorer.core import Env, ExplorerError, stack_frames
 from explorer.run.coverage import MAP_CELLS, Coverage
 
@@ -187,3 +187,16 @@ def test_import_explorer_works_without_gymnasium():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("GymError game.name = gym needs Gymnasium, which is not installed: "
                                   "pip install -e '.[gym]'")
+
+
+def test_table_settings_survive_a_config_file_and_a_run_directory_whole(tmp_path):
+    path = tmp_path / "montezuma.toml"
+    path.write_text('[game]\nname = "gym"\nid = "ALE/MontezumaRevenge-v5"\n'
+                    '[game.kwargs]\nrepeat_action_probability = 0.0\n'
+                    '[game.actions]\nNOOP = {}\nUP = {walk_y = 1}\n', encoding="utf-8")
+    config = load(path)
+    assert config.game.actions == {"NOOP": {}, "UP": {"walk_y": 1.0}}  # the empty NOOP state is kept
+    assert config.game.kwargs == {"repeat_action_probability": 0.0}
+    again = tmp_path / "again.toml"
+    dump(config, again)  # as a run directory keeps it
+    assert load(again).game == config.game
