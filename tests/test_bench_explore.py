@@ -185,3 +185,19 @@ def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_pa
         bench.main(["--report", str(base), str(other), "--out", str(tmp_path / "out")])
     with pytest.raises(SystemExit, match="cannot read .*missing"):
         bench.main(["--report", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.slow
+def test_the_gymnasium_suite_runs_the_same_agents_on_montezuma_and_a_minigrid_maze(bench, tmp_path):
+    pytest.importorskip("ale_py")
+    pytest.importorskip("minigrid")
+    rc = bench.main(["--gym", "--steps", "130", "--seeds", "0", "--agents", "sticky", "--out", str(tmp_path)])
+    assert rc == 0
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [r["map"] for r in suite["runs"]] == ["montezuma", "multiroom"]
+    montezuma, multiroom = suite["runs"]
+    assert montezuma["rooms"] >= 1 and montezuma["total_cells"] >= 2 and multiroom["rooms"] is None
+    assert multiroom["episode_steps"] == 120 and multiroom["episodes"] >= 1 and multiroom["total_cells"] >= 1
+    assert load(Path(multiroom["run_dir"]) / "config.toml").game.id == "MiniGrid-MultiRoom-N6-v0"
+    table = (tmp_path / "suite.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| montezuma", "| multiroom", "| average"]

@@ -70,6 +70,10 @@ class Coverage:
     def _first_room(self) -> int:
         return min((room for room, _, _ in self.squares if room is not None), default=0)
 
+    def rooms(self) -> set[int]:
+        """The rooms visited (empty for a game without rooms)."""
+        return {room for room, _, _ in self.squares if room is not None}
+
     def room_stride(self) -> int:
         """Cell columns from room ``r``'s left edge to room ``r + 1``'s in a picture (the widest room and a gap)."""
         if not self.squares or all(room is None for room, _, _ in self.squares):

@@ -181,6 +181,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
         "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
         "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells), "cells": cov.label,
+        "distinct_rooms": len(cov.rooms()) or None,
         "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
         "checkpoint": checkpointer.latest if checkpointer is not None else None,
