@@ -140,6 +140,9 @@ class ControlConfig(_Section):
     pause_unfocused: bool = Field(True, description="Windows: centre the sticks and stop acting while the game window is not in front")
 
 
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a dotted module name (game.module)
+
+
 class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
@@ -185,6 +188,13 @@ class GameConfig(_Section):
         if self.name == "gym" and not self.id:
             raise ValueError("game.name = gym needs game.id, a registered Gymnasium id such as ALE/MontezumaRevenge-v5 "
                              "or MiniGrid-MultiRoom-N4-S5-v0")
+        # Gymnasium imports the module part of "module:id" itself: the one module a config may import is game.module
+        if ":" in self.id:
+            raise ValueError(f"game.id = {self.id!r} names a module before ':'; give the id alone and the module as "
+                             "game.module")
+        if self.module and not _MODULE.fullmatch(self.module):
+            raise ValueError(f"game.module = {self.module!r} is not a module name (dotted Python names, such as ale_py "
+                             "or minigrid)")
         return self
 
 
@@ -790,8 +800,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         lines = []
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
-            # an element of a list setting (``learner.filters.1``) comes from where its list came from
-            where = next((origins[k] for k in (key, key.rsplit(".", 1)[0]) if k in origins), "defaults")
+            # an element of a list or table setting (``learner.filters.1``, ``game.actions.UP.a``) comes from
+            # where that setting came from
+            where = next((origins[k] for k in (key, ".".join(key.split(".")[:2])) if k in origins), "defaults")
             if e["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)

@@ -200,3 +200,17 @@ def test_table_settings_survive_a_config_file_and_a_run_directory_whole(tmp_path
     again = tmp_path / "again.toml"
     dump(config, again)  # as a run directory keeps it
     assert load(again).game == config.game
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["game.id=os:Pong-v5"], "game.id = 'os:Pong-v5' names a module before ':'; give the id alone and the module as "
+     "game.module (from --set: game.id; defaults: game.module)"),
+    (["game.id=Pong-v5", "game.module=../evil"], "game.module = '../evil' is not a module name (dotted Python names, "
+     "such as ale_py or minigrid) (from --set)"),
+    (["game.id=ALE/Pong-v5", "game.actions={UP = {walk_y = nan}}"], "game.actions.UP.walk_y (from --set): Input "
+     "should be a finite number, got nan"),
+])
+def test_gym_settings_that_cannot_be_right_are_refused_at_load(sets, message):
+    with pytest.raises(ConfigError) as err:
+        load(None, ["game.name=gym", *sets])
+    assert str(err.value) == f"invalid configuration: {message}"
