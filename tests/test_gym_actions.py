@@ -117,3 +117,19 @@ def test_a_mapping_that_cannot_be_built_is_one_line_naming_the_actions(space, ta
     with pytest.raises(ExplorerError) as err:
         ActionMap(space, ("a",), table, meanings)
     assert str(err.value) == message
+
+
+def test_the_fast_discrete_lookup_equals_the_gate_on_every_kind_of_value():
+    from explorer.envs.gym.actions import gate, pad_inputs
+
+    m = ActionMap(spaces.Discrete(18), ("a", "rt"), {name: {**(joystick_state(name) or {}), **({"rt": 1.0} if "DOWN" in
+                                                                                              name else {})}
+                                                     for name in ALE}, meanings=ALE)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1.2, 1.2, (3000, 6)).astype(np.float32)
+    actions[::7, rng.integers(0, 6)] = np.nan
+    actions[::5, :4] = rng.choice([0.0, 0.3, -0.3, 1.0, -1.0, 0.2121320], (len(actions[::5]), 4))  # the gate's edges
+    for a in actions:
+        g = gate(pad_inputs(a, m.buttons), m.dead_zone)
+        assert m._gate_key(a) == tuple(g.tolist())
+        assert m(a) == int(m._index_of[int(np.argmin(((m._table - g) ** 2).sum(1)))])

@@ -1,7 +1,7 @@
 """What the Gymnasium adapter costs per step beyond the env's own step (target: at most 0.5 ms).
 
 Steps a game through :class:`~explorer.envs.gym.env.GymEnv` with random pad actions, timing inside
-each step the env's own ``step`` (and its ``render()`` where the adapter renders) and the whole step;
+each step the env's own ``step`` and ``reset`` (and its ``render()`` where the adapter renders) and the whole step;
 the difference is the adapter: the pad mapping, the picture, its resize to the observation, the frame
 ring and the position. Measured in the same steps, so a busy machine slows both alike::
 
@@ -22,7 +22,7 @@ from explorer.envs.gym.env import GymEnv
 
 
 class Timed:
-    """The env, its ``step`` and ``render`` timed (seconds spent inside them, summed)."""
+    """The env, its ``step``, ``reset`` and ``render`` timed (seconds spent inside them, summed)."""
 
     def __init__(self, env: Any):
         self.env = env
@@ -35,6 +35,13 @@ class Timed:
         t0 = time.perf_counter()
         try:
             return self.env.step(action)
+        finally:
+            self.inside += time.perf_counter() - t0
+
+    def reset(self, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.env.reset(**kwargs)
         finally:
             self.inside += time.perf_counter() - t0
 

@@ -23,6 +23,7 @@ write the table. This module needs only numpy; it reads spaces by their class na
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -175,6 +176,7 @@ class ActionMap:
             self.described[i + start] = dict(states[i])
         self._table = np.stack(rows)
         self._index_of = np.array(index, np.int64)
+        self._nearest: dict[tuple[float, ...], int] = {}  # gated pad state -> env action
 
     @staticmethod
     def _index(key: str, n: int, names: Sequence[str] | None) -> int:
@@ -222,10 +224,14 @@ class ActionMap:
     # -- mapping
     def __call__(self, action: np.ndarray | None) -> Any:
         """The env action for ``action`` (``float32[4 + n]``; None: the centred pad)."""
-        x = pad_inputs(np.zeros(len(self.inputs), np.float32) if action is None else action, self.buttons)
         if self.kind == "Discrete":
-            g = gate(x, self.dead_zone)
-            return int(self._index_of[int(np.argmin(((self._table - g) ** 2).sum(1)))])
+            key = self._gate_key(action)
+            index = self._nearest.get(key)
+            if index is None:  # at most 9 x 9 x 2**n pad states: each looked up once
+                g = np.array(key, np.float32)
+                index = self._nearest[key] = int(self._index_of[int(np.argmin(((self._table - g) ** 2).sum(1)))])
+            return index
+        x = pad_inputs(np.zeros(len(self.inputs), np.float32) if action is None else action, self.buttons)
         d = self._weights @ x
         if self.kind == "Box":
             d = np.clip(d, -1.0, 1.0)
@@ -234,6 +240,24 @@ class ActionMap:
         if self.kind == "MultiDiscrete":
             values = values + self._start
         return values.astype(self._dtype).reshape(self.shape)
+
+    def _gate_key(self, action: np.ndarray | None) -> tuple[float, ...]:
+        """:func:`gate` of :func:`pad_inputs` as a tuple, in plain Python (numpy's per-call cost on five values
+        was most of the mapping's)."""
+        values = [] if action is None else np.asarray(action, np.float32).reshape(-1).tolist()
+        values += [0.0] * (len(self.inputs) - len(values))
+        values = [0.0 if v != v else v for v in values]  # NaN is at rest
+        key: list[float] = []
+        for i in (0, 2):
+            sx, sy = (min(max(v, -1.0), 1.0) for v in values[i:i + 2])
+            if math.hypot(sx, sy) < self.dead_zone:
+                key += [0.0, 0.0]
+            else:
+                angle = round(math.atan2(sy, sx) / (math.pi / 4)) * (math.pi / 4)
+                key += [float(round(math.cos(angle))), float(round(math.sin(angle)))]
+        for b, v in zip(self.buttons, values[N_AXES:], strict=False):
+            key.append(1.0 if (v > 0.5 if b in TRIGGERS else v > 0) else 0.0)
+        return tuple(key)
 
     def describe(self) -> str:
         """One line: what each reachable env action is on the pad."""
