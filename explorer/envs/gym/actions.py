@@ -35,6 +35,8 @@ from explorer.core import AXES, N_AXES, TRIGGERS, ExplorerError
 #: stick deflection (0..1) below which a stick counts as centred for a Discrete action space
 DEAD_ZONE = 0.3
 
+#: gated pad states whose env action is kept (a policy holding all 14 buttons has 1.3 million)
+CACHED = 65536
 #: ALE's joystick words as pad states: the left stick (walk) in eight directions, FIRE on A
 _JOYSTICK = re.compile(r"^(UP|DOWN)?(LEFT|RIGHT)?(FIRE)?$")
 #: MiniGrid's ``Actions`` as pad states: turn with camera x, walk forward, A toggles (doors, as Doom's USE),
@@ -227,9 +229,11 @@ class ActionMap:
         if self.kind == "Discrete":
             key = self._gate_key(action)
             index = self._nearest.get(key)
-            if index is None:  # at most 9 x 9 x 2**n pad states: each looked up once
+            if index is None:  # 9 x 9 x 2**n pad states: each looked up once, the first CACHED of them kept
                 g = np.array(key, np.float32)
-                index = self._nearest[key] = int(self._index_of[int(np.argmin(((self._table - g) ** 2).sum(1)))])
+                index = int(self._index_of[int(np.argmin(((self._table - g) ** 2).sum(1)))])
+                if len(self._nearest) < CACHED:
+                    self._nearest[key] = index
             return index
         x = pad_inputs(np.zeros(len(self.inputs), np.float32) if action is None else action, self.buttons)
         d = self._weights @ x
