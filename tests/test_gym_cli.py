@@ -5,6 +5,7 @@ module that cannot be had is one line and exit 1, leaving nothing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -51,8 +52,13 @@ def test_a_minigrid_maze_is_explored_recorded_and_its_session_replays(tmp_path, 
 
 def test_a_game_without_positions_is_measured_in_frame_cells_and_says_so(tmp_path, capsys):
     pytest.importorskip("ale_py")
-    summary = explore(tmp_path / "runs", "--steps", "120", "--agent", "random", "--set", "game.id=ALE/Pong-v5")
+    summary = explore(tmp_path / "runs", "--steps", "120", "--agent", "random", "--set", "game.id=ALE/Pong-v5",
+                      "--set", "game.episode_steps=50")
     assert summary["cells"].startswith("frame cells (Go-Explore's 11x8, 8 grey levels")
+    lines = [json.loads(line) for line in (tmp_path / "runs").joinpath(Path(summary["run_dir"]).name, "metrics.jsonl")
+             .read_text().splitlines()]
+    episodes = [r for r in lines if "episode" in r]
+    assert len(episodes) == 2 and all(r["cells_are"] == summary["cells"] for r in episodes)
     assert f"({summary['cells']})" in capsys.readouterr().out
 
 

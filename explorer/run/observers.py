@@ -16,6 +16,7 @@ import numpy as np
 from explorer.config import Config, LearnerConfig
 from explorer.core import Learner, Step, action_stats
 from explorer.envs.gym.positions import FRAME_CELL_LABEL
+from explorer.run.coverage import MAP_CELLS
 from explorer.run.coverage import Coverage as CellCoverage
 from explorer.run.driver import Driver, Transition
 from explorer.run.rundir import RunDir
@@ -144,7 +145,8 @@ class MetricsLog:
         cov = self.coverage.coverage
         cells = cov.per_episode[-1]
         info = self.episode_info() if self.episode_info is not None else {}
-        self.run.log({"step": self.done(), "episode": n, "cells": cells, **info})
+        kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
+        self.run.log({"step": self.done(), "episode": n, "cells": cells, **kind, **info})
         self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
 
 
