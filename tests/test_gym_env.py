@@ -49,16 +49,19 @@ class Corridor(gym.Env):
         return self._obs(), 1.0, self.x == 5, False, self._info()
 
 
-def corridor_env(*sets: str, report: bool = True) -> GymEnv:
+def corridor_env(*sets: str, report: bool = True, limit: int = 0) -> GymEnv:
+    """The corridor as an explorer env; with ``limit``, cut by Gymnasium's own TimeLimit after that many steps."""
     config = load(None, ["game.name=gym", "game.id=Corridor-v0", 'game.actions={"0" = {}, "1" = {walk_x = 1}}',
                          "observation.width=24", "observation.height=16", *sets])
-    return GymEnv(config.game, config.observation, 2, 8, config.pad.buttons, env=Corridor(report))
+    env = Corridor(report)
+    return GymEnv(config.game, config.observation, 2, 8, config.pad.buttons,
+                  env=gym.wrappers.TimeLimit(env, max_episode_steps=limit) if limit else env)
 
 
 RIGHT = np.array([0, 0, 1, 0, 0], np.float32)
 
 
-def test_a_game_end_is_terminated_and_explorers_step_limit_is_truncated():
+def test_a_game_end_is_terminated_the_envs_own_limit_truncated_and_explorers_budget_an_end():
     env = corridor_env("game.episode_steps=100")
     assert isinstance(env, Env)
     first = env.reset()
@@ -68,10 +71,15 @@ def test_a_game_end_is_terminated_and_explorers_step_limit_is_truncated():
     assert not steps[-1].truncated and env.outcome == "end"  # the game ended it: nothing to bootstrap
     assert steps[-1].info["reward"] == 1.0
     env.reset()
-    cut = corridor_env("game.episode_steps=2")
-    cut.reset()
-    s1, s2 = cut.step(RIGHT), cut.step(RIGHT)
-    assert not s1.last and s2.last and s2.truncated and cut.outcome == "timeout"  # cut: the game would go on
+    budget = corridor_env("game.episode_steps=2")
+    budget.reset()
+    s1, s2 = budget.step(RIGHT), budget.step(RIGHT)
+    # game.episode_steps ran out: the budget the context's step fraction counts down ends it, as a game end does
+    assert not s1.last and s2.last and not s2.truncated and budget.outcome == "timeout"
+    limited = corridor_env("game.episode_steps=100", limit=2)
+    limited.reset()
+    s1, s2 = limited.step(RIGHT), limited.step(RIGHT)
+    assert not s1.last and s2.last and s2.truncated and limited.outcome == "truncated"  # the game would go on
 
 
 def test_frames_are_the_pixel_observations_resized_and_stacked():
@@ -133,7 +141,7 @@ def test_ale_montezuma_position_is_room_and_x_y_from_ram():
         assert env.cell == 16.0 and tuple(first.obs.shape) == (3, 64, 64, 3)
         assert env.actions.kind == "Discrete" and len(env.actions.described) == 18
         steps = [env.step(np.array([0, 0, 0, 0, 1], np.float32)) for _ in range(20)]
-        assert steps[-1].last and steps[-1].truncated and not any(s.last for s in steps[:-1])
+        assert steps[-1].last and not steps[-1].truncated and not any(s.last for s in steps[:-1])
     finally:
         env.close()
 

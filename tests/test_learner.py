@@ -156,6 +156,30 @@ def test_n_step_returns_in_replay():
     np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[2])
 
 
+def test_a_truncated_episode_bootstraps_and_an_ended_one_does_not():
+    from explorer.agent.adder import NStepAdder
+
+    class Sink:
+        def __init__(self):
+            self.frames, self.rows = 0, []
+
+        def push_frame(self, frame):
+            self.frames += 1
+            return self.frames - 1
+
+        def add(self, obs_ids, action, reward, discount, next_ids, ctx, next_ctx):
+            self.rows.append((reward, discount))
+
+    for truncated, want in ((False, [0.0, 0.0]), (True, [0.25, 0.5])):
+        sink = Sink()
+        adder = NStepAdder(sink, gamma=0.5, n_step=2)
+        frame, ctx = np.zeros((1, 1, 1), np.uint8), np.zeros(1, np.float32)
+        for t in range(2):
+            adder.add(np.zeros((1, 1, 1, 1), np.uint8), np.zeros(4), 1.0, frame, first=t == 0, last=t == 1,
+                      starts=True, ends=True, ctx=ctx, next_ctx=ctx, truncated=truncated and t == 1)
+        assert [r for r, _ in sink.rows] == [1.5, 1.0] and [d for _, d in sink.rows] == want, sink.rows
+
+
 def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
     agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3}, episode_steps=7)
     env = WalkEnv(episode_steps=7)

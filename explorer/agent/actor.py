@@ -163,7 +163,7 @@ class LearningActor:
         if self.adder is not None:
             self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_frame,
                            first=step.first, last=next_step.last, starts=starts, ends=ends,
-                           ctx=ctx, next_ctx=self.context.value())
+                           ctx=ctx, next_ctx=self.context.value(), truncated=next_step.truncated)
         self.steps += 1
         self.new_episode = next_step.last
         return {"novelty": reward}

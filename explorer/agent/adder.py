@@ -62,7 +62,8 @@ class NStepAdder:
         self.obs_ids: np.ndarray | None = None
 
     def add(self, obs: np.ndarray | None, action: np.ndarray, reward: float, next_frame: np.ndarray, *,
-            first: bool, last: bool, starts: bool, ends: bool, ctx: np.ndarray, next_ctx: np.ndarray) -> None:
+            first: bool, last: bool, starts: bool, ends: bool, ctx: np.ndarray, next_ctx: np.ndarray,
+            truncated: bool = False) -> None:
         """One agent step.
 
         Args:
@@ -75,6 +76,8 @@ class NStepAdder:
           starts: ``action`` is a new decision (not the previous one, held).
           ends: the decision ends with this step (the next step starts a new one).
           ctx: the context the action was chosen in. next_ctx: the context after the step.
+          truncated: with ``last``, the episode was cut by a limit the agent does not see coming
+            (:attr:`explorer.core.Step.truncated`): its transitions bootstrap from ``next_frame``.
         """
         if first or self.obs_ids is None:
             self.pending.clear()
@@ -91,11 +94,12 @@ class NStepAdder:
         d.ret += self.gamma**d.steps * reward
         d.steps += 1
         if ends or last:
-            self._end_decision(next_ids, next_ctx, last)
+            self._end_decision(next_ids, next_ctx, last, truncated)
         self.obs_ids = None if last else next_ids
 
-    def _end_decision(self, next_ids: np.ndarray, next_ctx: np.ndarray, last: bool) -> None:
-        """Queue the open decision; write n-step transitions once ``n_step`` decisions wait (all at the end)."""
+    def _end_decision(self, next_ids: np.ndarray, next_ctx: np.ndarray, last: bool, truncated: bool = False) -> None:
+        """Queue the open decision; write n-step transitions once ``n_step`` decisions wait (all at the end:
+        with no bootstrap where the episode ended, from ``next_ids`` where it was ``truncated``)."""
         d, self.decision = self.decision, None
         assert d is not None
         self.pending.append((d.ids, d.action, d.ret, d.ctx, self.gamma**d.steps))
@@ -106,7 +110,7 @@ class NStepAdder:
                     ret += disc * p[2]
                     disc *= p[4]
                 ids, a, _, cx, _ = self.pending.popleft()
-                self.replay.add(ids, a, ret, 0.0 if last else disc, next_ids, cx, next_ctx)
+                self.replay.add(ids, a, ret, 0.0 if last and not truncated else disc, next_ids, cx, next_ctx)
                 if not last:
                     break
 

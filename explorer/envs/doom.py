@@ -38,8 +38,9 @@ class DoomEnv:
         self.cell = 64.0  # coverage cell size, map units
 
     def _step(self, first: bool = False, last: bool = False) -> Step:
+        # A timeout is game.episode_steps running out: the budget the context counts down, not a truncation.
         return Step(self.ring.latest(self.stack), first=first, last=last, t=time.monotonic(),
-                    truncated=last and self.game.outcome == "timeout", info={"position": self.game.position()})
+                    info={"position": self.game.position()})
 
     def seed(self, seed: int) -> None:
         """The next :meth:`reset` starts a new episode with this engine seed (the first one included)."""

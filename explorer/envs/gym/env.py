@@ -6,9 +6,9 @@ resized to the observation shape (:func:`~explorer.envs.screen.to_observation`) 
 ring, as every env's frames are. Actions go through an :class:`~explorer.envs.gym.actions.ActionMap`.
 
 An episode ends when the game ends it (Gymnasium's ``terminated``: nothing follows, so no bootstrap),
-when the env cuts it (``truncated``: the game goes on, a learner may bootstrap) or after
-``game.episode_steps`` steps (cut, as ``truncated``). :attr:`Step.truncated <explorer.core.Step>` says
-which. The env's reward and its info stay out of the observation; ``info["position"]`` is for
+when the env cuts it (``truncated``: the game goes on, so learning bootstraps; :attr:`Step.truncated
+<explorer.core.Step>`) or after ``game.episode_steps`` steps, the budget the context's step fraction
+counts down, which ends it as the game ending does (also when the env cuts it at that step). The env's reward and its info stay out of the observation; ``info["position"]`` is for
 coverage only (:mod:`explorer.envs.gym.positions`).
 """
 
@@ -196,7 +196,7 @@ class GymEnv:
         last = bool(terminated or truncated or cut)
         if last:
             self.outcome = "end" if terminated else "truncated" if truncated else "timeout"
-        return self._step(obs, info, reward, last=last, truncated=last and not terminated)
+        return self._step(obs, info, reward, last=last, truncated=bool(truncated and not terminated and not cut))
 
     def idle(self) -> None:
         time.sleep(0.05)
