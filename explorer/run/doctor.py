@@ -236,9 +236,34 @@ def _check_pad_windows(config: Config) -> str:
     return f"plugged in as XInput player {slot + 1}, a stick value reached XInput, centred and unplugged"
 
 
-def check_hotkeys() -> str:
-    from pynput import keyboard  # noqa: F401
-    return "pynput available: stop and pause keys work"
+def check_hotkeys(config: Config) -> str:
+    """Start the real stop/pause key listener with the configured keys and hand it a press of each."""
+    from explorer.run.driver import Controls
+    from explorer.run.safety import Hotkeys
+
+    control = config.control
+    controls = Controls()  # switches of no run: the presses below stop and pause nothing else
+    hotkeys = Hotkeys(controls, control.stop_key, control.pause_key).start()
+    try:
+        if not hotkeys.available:
+            fix = ("pip install -e '.[hotkeys]'" if not _installed("pynput")
+                   else "run where the keyboard can be listened to (an X display, a Windows desktop session)")
+            raise Problem(f"{hotkeys.reason}: a live run would have no stop or pause key, only Ctrl-C; {fix}")
+        from pynput import keyboard
+        stop, pause = hotkeys.keys(keyboard)
+        hotkeys.press(pause)
+        paused = controls.paused.is_set() and not controls.stop.is_set()
+        hotkeys.press(pause)
+        resumed = not controls.paused.is_set()
+        hotkeys.press(stop)
+        if not (paused and resumed and controls.stop.is_set()):
+            raise Problem(f"the listener runs, but a press of {control.stop_key!r} or {control.pause_key!r} as pynput "
+                          f"reports it did not stop or pause (stopped {controls.stop.is_set()}, paused {paused}, "
+                          f"resumed {resumed}): report it with --report")
+    finally:
+        hotkeys.stop()
+    return (f"listening to the keyboard; a press of {control.stop_key!r} (as pynput reports it: {stop}) stops a run "
+            f"and {control.pause_key!r} ({pause}) pauses and resumes it")
 
 
 # ---------------------------------------------------------------- the run
@@ -257,8 +282,16 @@ def run_checks(config: Config) -> tuple[list[Check], list[Check]]:
         _check("vigembus", check_vigembus),
         _check("pad driver", lambda: check_pad(config)),
     ]
-    optional = [_check("hotkeys (optional)", check_hotkeys, required=False)]
+    optional = [_check("hotkeys (optional)", lambda: check_hotkeys(config), required=False)]
     return checks, optional
+
+
+def _installed(package: str) -> bool:
+    try:
+        metadata.version(package)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def versions() -> dict[str, str]:
