@@ -75,8 +75,19 @@ class CaptureConfig(_Section):
                                   "still exists and keeps its title (a closed window stops the run)")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
-    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivered no picture for this long "
-                                 "(dxcam's 'nothing changed' counts as a picture: a paused game does not stop the run)")
+    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivers no picture for this long "
+                                 "while the loop waits for one (a frame older than this at a tick makes it wait; dxcam's "
+                                 "'nothing changed' counts as a picture: a paused game does not stop the run); more than "
+                                 "one capture period (1 / fps)")
+
+    @model_validator(mode="after")
+    def _frames_within_the_stall_window(self) -> CaptureConfig:
+        if self.fps * self.stall_seconds <= 1:
+            raise ValueError(f"capture.fps = {self.fps:g} grabs a frame every {1 / self.fps:g} s, but "
+                             f"capture.stall_seconds = {self.stall_seconds:g} stops a live run that long without a new "
+                             f"frame, so every gap between two frames would stop it as stalled: raise capture.fps "
+                             f"above {1 / self.stall_seconds:g} or capture.stall_seconds above {1 / self.fps:g}")
+        return self
 
 
 class ObservationConfig(_Section):
