@@ -302,7 +302,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     sessions = open_sessions(paths)
     extra = [f"run.dir={quote(args.out)}"] if args.out else []
     checkpoint = Path(args.evaluate) if args.evaluate else None
-    config = load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
+    trained = _checkpoint_config(checkpoint) if checkpoint else None
+    if trained is not None:  # the checkpoint's policy is evaluated with the settings it was trained with
+        from explorer.run.resume import resumed_config
+        config = resumed_config(trained.parent, args.config, [*args.overrides, *extra], "a run", "--evaluate")
+    else:
+        config = load_config(args, extra)
     seed_everything(config.run.seed)
     if checkpoint is not None:
         with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing

@@ -98,7 +98,7 @@ def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_cha
     monkeypatch.setattr(play_mod, "play", play_on_fakes)
     capsys.readouterr()
     assert cli.main(["play", "--resume", str(run), "--dry-run", "--seconds", "1.5", "--out", str(tmp_path / "play"),
-                     "--set", "control.hz=20"]) == 0
+                     "--record", str(tmp_path / "sessions"), "--set", "control.hz=20"]) == 0
     config = seen["config"]
     for key in ("pad", "learner", "observation", "novelty"):
         assert getattr(config, key) == getattr(trained, key), key
@@ -120,3 +120,13 @@ def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_cha
     assert cli.main(["explore", "--resume", str(run), "--steps", "80", "--no-progress", "--set", "pad.tap_gap=0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "pad.tap_gap = 0 (the run's: 2)" in err, err
+
+    # replay --evaluate takes the run's settings the same way, a --config file merged over them
+    other = tmp_path / "other.toml"
+    other.write_text("[learner]\naction_low = [-0.5, -1.0, -1.0, 0.6]\n", encoding="utf-8")
+    (session,) = list((tmp_path / "sessions").iterdir())
+    assert cli.main(["replay", str(session), "--evaluate", str(run), "--config", str(other),
+                     "--out", str(tmp_path / "eval")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"explorer: --evaluate {run}: --config") and \
+        "learner.action_low = [-0.5, -1.0, -1.0, 0.6] (the run's: [-0.2, -0.3, -0.4, 0.7])" in err, err

@@ -43,7 +43,8 @@ def policy_changes(trained: Config, config: Config) -> dict[str, tuple[Any, Any]
             if _value(trained, key) != _value(config, key)}
 
 
-def resumed_config(run_dir: str | Path, config_file: str | Path | None, overrides: list[str], runs: str) -> Config:
+def resumed_config(run_dir: str | Path, config_file: str | Path | None, overrides: list[str], runs: str,
+                   flag: str = "--resume") -> Config:
     """The settings of a resumed run: the run's ``config.toml``, then ``config_file``, then ``overrides``.
 
     Args:
@@ -52,12 +53,13 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
       overrides: ``--set`` and the command's own options, merged last.
       runs: the kinds of run the command resumes, for the message when ``run_dir`` is none
         (``"an explore run"``).
+      flag: the option that named ``run_dir``, for the messages.
 
     Raises:
       ConfigError: ``run_dir`` holds no config, or the merged settings change one of
         :data:`POLICY_SETTINGS` (one line naming each, with the run's value and the new one).
     """
-    trained = run_settings(run_dir, runs)
+    trained = run_settings(run_dir, runs, flag)
     run_config = Path(run_dir) / "config.toml"
     newer = config_mod.missing_keys(run_config)
     if newer:
@@ -69,11 +71,11 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
         config = config_mod.load(config_file, [], base=config)
     config = config_mod.load(None, overrides, base=config)
     given = " or ".join(name for name, used in (("--config", config_file), ("--set", overrides)) if used)
-    refuse_policy_changes(run_dir, trained, config, given)
+    refuse_policy_changes(run_dir, trained, config, given, flag)
     return config
 
 
-def run_settings(run_dir: str | Path, runs: str = "a run") -> Config:
+def run_settings(run_dir: str | Path, runs: str = "a run", flag: str = "--resume") -> Config:
     """The settings a run directory's ``config.toml`` holds (validated as any config file).
 
     Raises:
@@ -82,21 +84,23 @@ def run_settings(run_dir: str | Path, runs: str = "a run") -> Config:
     """
     run_config = Path(run_dir) / "config.toml"
     if not run_config.is_file():
-        raise ConfigError(f"--resume {run_dir}: no config.toml there; give the run directory of {runs}")
+        raise ConfigError(f"{flag} {run_dir}: no config.toml there; give the run directory of {runs}")
     return config_mod.load(run_config, [])
 
 
-def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, given: str = "") -> None:
+def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, given: str = "",
+                          flag: str = "--resume") -> None:
     """Raise a one-line :class:`ConfigError` when ``config`` changes a :data:`POLICY_SETTINGS` value of the run
     ``run_dir`` (whose settings are ``trained``), naming each with the run's value and the new one.
 
     Args:
       given: where the changes came from (``"--set"``), for the message.
+      flag: the option that named ``run_dir``, for the message.
     """
     changed = policy_changes(trained, config)
     if not changed:
         return
     listed = "; ".join(f"{key} = {_shown(new)} (the run's: {_shown(old)})" for key, (old, new) in changed.items())
-    raise ConfigError(f"--resume {run_dir}: {given or 'the settings'} change what its trained policy sees or does: "
-                      f"{listed}; a resumed policy acts with the settings it was trained with: drop "
+    raise ConfigError(f"{flag} {run_dir}: {given or 'the settings'} change what its trained policy sees or does: "
+                      f"{listed}; a trained policy acts only with the settings it was trained with: drop "
                       f"{'that setting' if len(changed) == 1 else 'those settings'}, or start a new run")
