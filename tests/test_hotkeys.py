@@ -144,6 +144,9 @@ def test_doctor_says_the_keys_are_off_when_the_listener_dies_as_it_starts(monkey
         def join(self, timeout=None) -> None:
             raise OSError("no keyboard device")
 
+        def stop(self) -> None:  # pynput's waits until the listener is ready: for ever, once its thread died
+            raise AssertionError("stop() of a listener that never became ready")
+
     keyboard.Listener = Dying
     monkeypatch.setitem(sys.modules, "pynput", type(sys)("pynput"))
     monkeypatch.setitem(sys.modules, "pynput.keyboard", keyboard)
@@ -159,3 +162,22 @@ def test_doctor_starts_the_real_listener_and_presses_the_configured_keys(xvfb):
     check = doctor._check("hotkeys", lambda: doctor.check_hotkeys(config), required=False)
     assert check.status == "ok", check
     assert "'q'" in check.detail and "Key.scroll_lock" in check.detail
+
+
+@needs_pynput
+@pytest.mark.display
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_real_listener_that_cannot_reach_the_display_is_off_and_stopping_it_returns(xvfb, monkeypatch):
+    """pynput loaded with a display, then the listener's own connection fails (the display went away): the keys
+    are reported off, and stopping them does not wait for ever for a listener that never became ready."""
+    import threading
+
+    from pynput import keyboard  # noqa: F401  (bound to the display while it is there)
+
+    monkeypatch.setenv("DISPLAY", "")
+    hotkeys = Hotkeys(Controls(), "f12", "f11").start()
+    assert not hotkeys.available and "listener" in hotkeys.reason, hotkeys.reason
+    stopping = threading.Thread(target=hotkeys.stop, daemon=True)
+    stopping.start()
+    stopping.join(30)
+    assert not stopping.is_alive(), "Hotkeys.stop() hangs"

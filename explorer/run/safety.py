@@ -288,7 +288,7 @@ class Hotkeys:
         if not self._listener.is_alive():
             try:
                 self._listener.join(0)  # re-raises what stopped the listener's thread
-                self.reason = "the keyboard listener stopped as it started"
+                self.reason = "the keyboard listener stopped as it started (no display or keyboard to listen to?)"
             except Exception as err:
                 self.reason = f"cannot listen to the keyboard ({_said(err)})"
             return self
@@ -299,8 +299,11 @@ class Hotkeys:
         return self
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
+        """Stop listening. A listener whose thread ended, or that never became ready, is left alone: pynput's
+        ``stop()`` waits for it to become ready, which it then never does."""
+        listener, self._listener = self._listener, None
+        if listener is not None and listener.is_alive() and getattr(listener, "_ready", True):
+            listener.stop()
 
 
 def resolve_key(keyboard: Any, name: str) -> Any:
