@@ -188,18 +188,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.address:
         extra.append(f"run.address={quote(args.address)}")
     if args.resume:
-        run_config = Path(args.resume) / "config.toml"
-        if not run_config.is_file():
-            raise ConfigError(f"--resume {args.resume}: no config.toml there; give the run directory of an explore run")
-        config = config_mod.load(run_config, [])
-        newer = config_mod.missing_keys(run_config)
-        if newer:
-            print(f"explorer: {run_config} predates settings it does not set, which take today's defaults: "
-                  + ", ".join(f"{k} = {v}" for k, v in newer.items())
-                  + "; to resume with other values, pass them with --set", file=sys.stderr)
-        if args.config:
-            config = config_mod.load(args.config, [], base=config)
-        config = config_mod.load(None, [*args.overrides, *extra], base=config)
+        from explorer.run.resume import resumed_config
+        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore run")
     else:
         config = load_config(args, extra)
     if config.run.agent == "explorer":
@@ -240,7 +230,11 @@ def cmd_play(args: argparse.Namespace) -> int:
         extra.append(f"run.dir={quote(args.out)}")
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
-    config = load_config(args, extra)
+    if args.resume:  # the policy acts with the settings it was trained with
+        from explorer.run.resume import resumed_config
+        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run")
+    else:
+        config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
     if not loop["steps"]:  # stopped before its first tick: nothing to report but that
@@ -309,7 +303,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     sessions = open_sessions(paths)
     extra = [f"run.dir={quote(args.out)}"] if args.out else []
     checkpoint = Path(args.evaluate) if args.evaluate else None
-    config = load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
+    trained = _checkpoint_config(checkpoint) if checkpoint else None
+    if trained is not None:  # the checkpoint's policy is evaluated with the settings it was trained with
+        from explorer.run.resume import resumed_config
+        config = resumed_config(trained.parent, args.config, [*args.overrides, *extra], "a run", "--evaluate")
+    else:
+        config = load_config(args, extra)
     seed_everything(config.run.seed)
     if checkpoint is not None:
         with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing

@@ -75,8 +75,19 @@ class CaptureConfig(_Section):
                                   "still exists and keeps its title (a closed window stops the run)")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
-    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivered no picture for this long "
-                                 "(dxcam's 'nothing changed' counts as a picture: a paused game does not stop the run)")
+    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivers no picture for this long "
+                                 "while the loop waits for one (a frame older than this at a tick makes it wait; dxcam's "
+                                 "'nothing changed' counts as a picture: a paused game does not stop the run); more than "
+                                 "one capture period (1 / fps)")
+
+    @model_validator(mode="after")
+    def _frames_within_the_stall_window(self) -> CaptureConfig:
+        if self.fps * self.stall_seconds <= 1:
+            raise ValueError(f"capture.fps = {self.fps:g} grabs a frame every {1 / self.fps:g} s, but "
+                             f"capture.stall_seconds = {self.stall_seconds:g} stops a live run that long without a new "
+                             f"frame, so every gap between two frames would stop it as stalled: raise capture.fps "
+                             f"above {1 / self.stall_seconds:g} or capture.stall_seconds above {1 / self.fps:g}")
+        return self
 
 
 class ObservationConfig(_Section):
@@ -128,16 +139,63 @@ class PadConfig(_Section):
         return self
 
 
+#: the named keys the stop and pause hotkeys can be: the members of pynput's ``Key`` (``keyboard.Key[name]``,
+#: which explorer.run.safety listens for); a key that types a character is named by that character. Kept here,
+#: without importing pynput (the optional ``hotkeys`` extra), so a config is checked where pynput is missing;
+#: a test keeps it equal to the installed pynput's.
+HOTKEY_NAMES = ("alt", "alt_l", "alt_r", "alt_gr", "backspace", "caps_lock", "cmd", "cmd_l", "cmd_r", "ctrl", "ctrl_l",
+                "ctrl_r", "delete", "down", "end", "enter", "esc", *(f"f{i}" for i in range(1, 21)), "home", "left",
+                "page_down", "page_up", "right", "shift", "shift_l", "shift_r", "space", "tab", "up",
+                "media_play_pause", "media_volume_mute", "media_volume_down", "media_volume_up", "media_previous",
+                "media_next", "insert", "menu", "num_lock", "pause", "print_screen", "scroll_lock")
+
+
+def hotkey_name(name: str) -> str:
+    """``name`` as the hotkeys match it (lower case): a :data:`HOTKEY_NAMES` entry or one printable character.
+
+    Raises:
+      ValueError: neither; the message suggests the closest key name.
+    """
+    key = name.strip().lower()
+    if key in HOTKEY_NAMES or (len(key) == 1 and key.isprintable() and not key.isspace()):
+        return key
+    import difflib
+    close = difflib.get_close_matches(key, HOTKEY_NAMES, n=1, cutoff=0.5)
+    aliases = {"escape": "esc", "return": "enter", "del": "delete", "ins": "insert", "pgup": "page_up",
+               "pgdn": "page_down", "pageup": "page_up", "pagedown": "page_down", "control": "ctrl",
+               "win": "cmd", "super": "cmd", "windows": "cmd", "printscreen": "print_screen", "break": "pause",
+               " ": "space"}
+    guess = aliases.get(key) or aliases.get(name) or (close[0] if close else None)
+    hint = f"did you mean {guess!r}? " if guess else ""
+    raise ValueError(f"{name!r} is not a key the hotkeys can listen for: {hint}use one character ('q') or a key "
+                     f"name: f1..f20, esc, pause, insert, home, end, page_up, ...")
+
+
 class ControlConfig(_Section):
     """The control loop and live-mode safety."""
 
     hz: float = Field(30.0, gt=0, description="live control tick rate, ticks per second")
     watchdog_ticks: int = Field(3, ge=1, description="pad goes neutral when no fresh action arrives within this many ticks")
     countdown_s: float = Field(3.0, ge=0, description="seconds of countdown before live mode takes the pad")
-    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra)")
-    pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra)")
+    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra): a key name "
+                          "of pynput's Key (f1..f20, esc, pause, insert, scroll_lock, ...) or one character")
+    pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra), named as "
+                           "stop_key and other than it")
     max_seconds: float = Field(0.0, ge=0, description="live run length in seconds; 0 runs until stopped")
     pause_unfocused: bool = Field(True, description="Windows: centre the sticks and stop acting while the game window is not in front")
+
+    @model_validator(mode="after")
+    def _usable_keys(self) -> ControlConfig:
+        keys = {}
+        for field in ("stop_key", "pause_key"):
+            try:
+                keys[field] = hotkey_name(getattr(self, field))
+            except ValueError as err:
+                raise ValueError(f"control.{field} = {err}") from None
+        if keys["stop_key"] == keys["pause_key"]:
+            raise ValueError(f"control.stop_key and control.pause_key are both {keys['stop_key']!r}: that key would "
+                             f"only stop the run and nothing could pause it; give them different keys")
+        return self
 
 
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a dotted module name (game.module)
