@@ -272,14 +272,16 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print("no sessions found")
         return 1
     width = max(len(r["path"]) for r in rows)
-    print(f"{'session':<{width}}  {'steps':>7}  {'episodes':>8}  {'duration':>9}  {'frame':>9}  {'source':>6}  {'actions':>7}  health")
+    print(f"{'session':<{width}}  {'steps':>7}  {'episodes':>8}  {'duration':>9}  {'frame':>9}  {'source':>6}  "
+          f"{'actions':>7}  {'buttons':>9}  health")
     for r in rows:
         if "error" in r:
             print(f"{r['path']:<{width}}  {'error: ' + r['error']}")
             continue
         frame = "x".join(map(str, r["frame_shape"])) if r["frame_shape"] else "-"
+        buttons = ",".join(r["buttons"]) or "-"
         print(f"{r['path']:<{width}}  {r['steps']:>7}  {r['episodes']:>8}  {r['duration_s']:>8.1f}s  {frame:>9}  "
-              f"{r['source']:>6}  {'yes' if r['actions'] else 'no':>7}  {r['health']}")
+              f"{r['source']:>6}  {'yes' if r['actions'] else 'no':>7}  {buttons:>9}  {r['health']}")
     return 0 if all(r.get("ok") for r in rows) else 1
 
 

@@ -427,6 +427,9 @@ class LearnerConfig(_Section):
                 raise ValueError(f"learner.action_prior.{i} ({axis}) = {prior} must lie strictly between "
                                  f"learner.action_low.{i} = {low} and learner.action_high.{i} = {high}; "
                                  f"move the prior inside the range or widen the range")
+        if self.view_strips and not self.context:
+            raise ValueError(f"learner.view_strips = {self.view_strips} feeds the strips through the context, but "
+                             f"learner.context = false: set learner.context = true, or learner.view_strips = 0")
         return self
 
 
@@ -434,7 +437,7 @@ class RecordConfig(_Section):
     """Recording sessions to disk (see docs/sessions.md)."""
 
     dir: str = Field("", description="record explore/play runs as sessions under this folder; empty records nothing")
-    chunk_frames: int = Field(64, ge=1, description="frames per compressed chunk file (a crash loses at most one chunk)")
+    chunk_frames: int = Field(64, ge=1, le=4096, description="frames per compressed chunk file (a crash loses at most one chunk)")
 
 
 class Config(_Section):
@@ -537,6 +540,10 @@ def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) 
     holds = (f"learner.replay_mb = {learner.replay_mb:g} holds {n} transitions of "
              f"{'x'.join(str(s) for s in frame)} frames")
     problems = []
+    if learner.view_strips > frame[1]:
+        problems.append(f"learner.view_strips = {learner.view_strips} splits frames {frame[1]} pixels wide into more "
+                        f"strips than they have columns (empty strips have no colours to score): lower "
+                        f"learner.view_strips to {frame[1]} or less, or widen the frames (observation.width)")
     if learner.batch_size > n:
         # training waits for a batch's worth of transitions, which never come
         need = math.ceil(learner.batch_size * per_frame / 2**20 * 10) / 10

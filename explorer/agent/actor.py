@@ -12,18 +12,56 @@ through a learning actor's scoring and adder.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from explorer.agent.adder import NStepAdder
+from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, split_outputs
 from explorer.agent.novelty import Novelty
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, Taps, settle, stack_frames
+
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+_Count = Annotated[int, Field(ge=0, lt=2**62)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ViewState(_Strict):
+    counts: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None
+    frames: _Count
+    value: list[_Finite]
+
+
+class ContextState(_Strict):
+    prev_action: list[_Finite]
+    episode_step: _Count
+    novelty_ema: list[_Finite] = Field(min_length=2, max_length=2)
+    view: ViewState | None = None
+
+
+class ActorState(_Strict):
+    """What :meth:`LearningActor.state` writes (``actor.json`` of a checkpoint); lengths are checked apart."""
+
+    buttons: list[str] | None = None  # absent in checkpoints written before it was kept
+    steps: _Count
+    new_episode: bool
+    noise: list[_Finite] = Field(min_length=N_AXES)
+    rng: dict[str, Any]
+    context: ContextState
+    held: list[_Finite] | None
+    held_steps: _Count
+    option: list[_Finite] | None = None
+    option_left: _Count = 0
+    tap_wait: list[_Count] | None = None
 
 
 class LearningActor:
@@ -170,11 +208,47 @@ class LearningActor:
 
     # -- checkpoint state (a JSON part, see explorer.run.builder)
     def state(self) -> dict[str, Any]:
-        return {"steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
+        return {"buttons": list(self.sticks.buttons), "steps": self.steps, "new_episode": self.new_episode,
+                "noise": self.noise.tolist(),
                 "rng": self.rng.bit_generator.state, "context": self.context.state(),
                 "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps,
                 "option": None if self.option is None else self.option.tolist(), "option_left": self.option_left,
                 "tap_wait": self.taps.wait.tolist()}
+
+    def validate_state(self, s: Any) -> None:
+        """Raise ``ValueError`` naming the field when ``s`` is not a state :meth:`state` writes (damage)."""
+        try:
+            state = ActorState.model_validate(s)
+        except ValidationError as err:
+            raise ValueError(first_error(err)) from None
+        if state.buttons is not None and tuple(state.buttons) == self.sticks.buttons:
+            # written for this layout: every action-sized list has its length
+            for name in ("noise", "held", "option"):
+                got = getattr(state, name)
+                if got is not None and len(got) != self.sticks.dim:
+                    raise ValueError(f"{name} has {len(got)} values, its actions {self.sticks.dim} (4 sticks and "
+                                     f"pad.buttons = {list(self.sticks.buttons)})")
+            if len(state.context.prev_action) != self.sticks.dim:
+                raise ValueError(f"context.prev_action has {len(state.context.prev_action)} values, its actions "
+                                 f"{self.sticks.dim}")
+        view = state.context.view
+        if view is not None and self.context.view is not None and len(view.value) != self.context.view.strips:
+            raise ValueError(f"context.view.value has {len(view.value)} strips, learner.view_strips = "
+                             f"{self.context.view.strips}")
+        if view is not None and view.counts is not None and len(view.counts) not in (
+                self.context.view.bins ** c for c in (1, 3, 4) if self.context.view is not None):
+            raise ValueError(f"context.view.counts has {len(view.counts)} colour bins, not a power of "
+                             "novelty.histogram_bins a frame's channels make")
+        validate_rng_state(state.rng, "rng")
+
+    def check_state(self, s: dict[str, Any]) -> None:
+        """Raise ``ValueError`` when a whole state was written for other settings (other pad buttons)."""
+        theirs = s.get("buttons")
+        if theirs is not None and tuple(theirs) != self.sticks.buttons:
+            raise ValueError(f"its actions hold pad.buttons = {list(theirs)}, this agent's {list(self.sticks.buttons)}")
+        if len(s["noise"]) != self.sticks.dim:
+            raise ValueError(f"its actions have {len(s['noise'])} values, this agent's {self.sticks.dim} (4 sticks "
+                             f"and pad.buttons = {list(self.sticks.buttons)})")
 
     def load(self, s: dict[str, Any]) -> None:
         self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]

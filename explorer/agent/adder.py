@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class TransitionSink(Protocol):
@@ -30,6 +31,36 @@ class TransitionSink(Protocol):
     def add(self, obs_ids: Any, action: Any, reward: Any, discount: Any, next_ids: Any, ctx: Any,
             next_ctx: Any) -> None:
         """Store one transition over frame ids."""
+
+
+_Id = Annotated[int, Field(ge=0, lt=2**62)]  # frame ids count up from 0
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _DecisionState(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    ids: list[_Id] = Field(min_length=1)
+    action: list[_Finite]
+    ctx: list[_Finite]
+    ret: _Finite
+    steps: Annotated[int, Field(ge=0)]
+
+
+class AdderState(BaseModel):
+    """What :meth:`NStepAdder.state` writes (``adder.json`` of a checkpoint)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    obs_ids: list[_Id] | None
+    #: (obs ids, action, summed novelty, context, discount) of each decision waiting
+    pending: list[tuple[list[_Id], list[_Finite], _Finite, list[_Finite], Annotated[float, Field(ge=0, le=1)]]]
+    decision: _DecisionState | None
+
+    @field_validator("pending", mode="before")
+    @classmethod
+    def _tuples_from_json(cls, value: Any) -> Any:  # JSON has lists; strict tuples take tuples
+        return [tuple(p) if isinstance(p, list) else p for p in value] if isinstance(value, list) else value
 
 
 @dataclass
@@ -121,6 +152,24 @@ class NStepAdder:
                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist(), p[4]) for p in self.pending],
                 "decision": None if d is None else {"ids": d.ids.tolist(), "action": d.action.tolist(),
                                                     "ctx": d.ctx.tolist(), "ret": d.ret, "steps": d.steps}}
+
+    def validate_state(self, s: Any) -> None:
+        """Raise ``ValueError`` naming the field when ``s`` is not a state :meth:`state` writes (damage)."""
+        from pydantic import ValidationError
+
+        from explorer.agent.checkpoint import first_error
+
+        try:
+            state = AdderState.model_validate(s)
+        except ValidationError as err:
+            raise ValueError(first_error(err)) from None
+        stacks = {len(ids) for ids in (state.obs_ids, *(p[0] for p in state.pending),
+                                       state.decision.ids if state.decision else None) if ids is not None}
+        want = getattr(self.replay, "stack", None)
+        if len(stacks) > 1 or (want is not None and stacks and stacks != {want}):
+            raise ValueError(f"its frame-id stacks have {sorted(stacks)} ids, this agent's observations stack {want}")
+        if len(state.pending) > self.n_step:
+            raise ValueError(f"pending holds {len(state.pending)} decisions, learner.n_step = {self.n_step}")
 
     def load(self, s: dict[str, Any]) -> None:
         self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)
