@@ -23,7 +23,7 @@ POLICY_SETTINGS = (
     "learner.feature",
     "novelty.signal", "novelty.embedding", "novelty.episodic_reward", "novelty.lifelong", "novelty.histogram_bins",
     "novelty.embed_dim",
-    "game.episode_steps",
+    "game.episode_steps", "game.actions",
 )
 
 
