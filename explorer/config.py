@@ -201,10 +201,12 @@ class RunConfig(_Section):
 class NoveltyConfig(_Section):
     """The intrinsic reward: how new a frame is."""
 
-    signal: Literal["episodic", "rnd", "forward", "pixel"] = Field(
+    signal: Literal["episodic", "rnd", "forward", "pixel", "oracle"] = Field(
         "episodic", description="episodic: kNN distance to this episode's embeddings (Never Give Up); "
         "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
-        "pixel: mean abs pixel difference to recent frames (naive baseline)")
+        "pixel: mean abs pixel difference to recent frames (naive baseline); oracle: a diagnosis, never a "
+        "default: 1 for a step into a map cell the episode has not stood in, from the position the game reports "
+        "(built-in game only; the coverage figures' own measure)")
     embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
         "histogram", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
         "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
@@ -237,6 +239,7 @@ class NoveltyConfig(_Section):
                                 "(novelty then means far from what was seen before, not from a moment ago)")
     episode_capacity: int = Field(1024, gt=1, description="embeddings kept per episode, agent steps (older are overwritten)")
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
+    oracle_cell: float = Field(64.0, gt=0, description="oracle: side of a map cell, map units (64: the coverage figures' cells)")
     norm_decay: float = Field(0.99, gt=0, lt=1, description="decay of the running mean/variance that normalises rewards, per agent step")
     learning_rate: float = Field(1e-3, gt=0, description="Adam step size of learned novelty models (rnd/forward/inverse/temporal)")
     seed: int = Field(1, ge=0, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")

@@ -156,7 +156,7 @@ class LearningActor:
             self.context.reset(self._newest(step))
             self.novelty.reset(obs)
         ctx = self.context.value()
-        reward = float(self.novelty.reward(obs, tf.constant(action), next_obs))
+        reward = self.novelty.score(obs, action, next_obs, next_step.info)
         self.last_reward = reward
         next_frame = next_step.obs[-1].numpy()
         self.context.advance(action, reward, next_frame)
