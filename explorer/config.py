@@ -285,6 +285,10 @@ class LearnerConfig(_Section):
     view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
                              "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
                              "episode that says which way lies what it has not shown; needs learner.context); 0: off")
+    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis, never a default: feed the policy and critics "
+                            "which map cells of an N x N grid around the player, turned with its heading, the episode "
+                            "has stood in, from the position the game reports (built-in game only; needs "
+                            "learner.context; odd N); 0: off")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
                                   "starts a random option instead of asking the policy: sticks drawn as the warm-up "
@@ -329,6 +333,14 @@ class LearnerConfig(_Section):
                                 "capture->pad 25 ms against 44 ms, with more updates/s); false trains as fast as the CPU "
                                 "allows, beside each tick's work")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+
+    @model_validator(mode="after")
+    def _oracle_map_odd(self) -> LearnerConfig:
+        if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
+            raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
+                             f"own in the middle) and learner.context = true; got learner.context = "
+                             f"{str(self.context).lower()}")
+        return self
 
     @model_validator(mode="after")
     def _prior_inside_range(self) -> LearnerConfig:

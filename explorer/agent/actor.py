@@ -101,7 +101,7 @@ class LearningActor:
         """
         c = self.config
         if self.new_episode:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.held = None
             self.option_left = 0
             self.taps.reset()
@@ -153,13 +153,13 @@ class LearningActor:
         action = np.asarray(action, np.float32)
         obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
         if step.first:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.novelty.reset(obs)
         ctx = self.context.value()
         reward = self.novelty.score(obs, action, next_obs, next_step.info)
         self.last_reward = reward
         next_frame = next_step.obs[-1].numpy()
-        self.context.advance(action, reward, next_frame)
+        self.context.advance(action, reward, next_frame, next_step.info)
         if self.adder is not None:
             self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_frame,
                            first=step.first, last=next_step.last, starts=starts, ends=ends,

@@ -118,7 +118,8 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
     dim = action_dim(config.pad.buttons)
     novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
     return novelty, Context(config.learner.context, config.game.episode_steps, dim,
-                            config.learner.view_strips, config.novelty.histogram_bins)
+                            config.learner.view_strips, config.novelty.histogram_bins,
+                            config.learner.oracle_map, config.novelty.oracle_cell)
 
 
 def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int) -> Any:
