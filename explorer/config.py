@@ -285,6 +285,14 @@ class LearnerConfig(_Section):
     view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
                              "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
                              "episode that says which way lies what it has not shown; needs learner.context); 0: off")
+    plan_candidates: int = Field(0, ge=0, le=256, description="per decision after the warm-up, draw this many "
+                                 "random actions as sticky_prior draws them, add the policy's own, predict for each the "
+                                 "novelty embedding of the frame one decision on (a model on the critic's encoder, "
+                                 "trained with it) and send the one whose prediction lies farthest from this "
+                                 "episode's memory (the episodic novelty's kNN distance); needs novelty.signal = "
+                                 "episodic and learner.shared_encoder; 0: send the policy's action")
+    model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
+                                "the critics' in the encoder's update")
     oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis, never a default: feed the policy and critics "
                             "which map cells of an N x N grid around the player, turned with its heading, the episode "
                             "has stood in, from the position the game reports (built-in game only; needs "
@@ -333,6 +341,14 @@ class LearnerConfig(_Section):
                                 "capture->pad 25 ms against 44 ms, with more updates/s); false trains as fast as the CPU "
                                 "allows, beside each tick's work")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+
+    @model_validator(mode="after")
+    def _planner_needs_shared_encoder(self) -> LearnerConfig:
+        if self.plan_candidates and not self.shared_encoder:
+            raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
+                             f"which the actor reads only with learner.shared_encoder = true: set it, or "
+                             f"learner.plan_candidates = 0")
+        return self
 
     @model_validator(mode="after")
     def _oracle_map_odd(self) -> LearnerConfig:
@@ -525,6 +541,14 @@ def config_problems(config: Config) -> list[str]:
                         f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
                         f"{w}: raise them, or use {instead}")
     problems += worker_problems(config)
+    if learner.plan_candidates and novelty.signal == "episodic" and novelty.embedding == "temporal":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} predicts embeddings as the novelty's "
+                        f"model gives them, but novelty.embedding = temporal normalises them after: use another "
+                        f"novelty.embedding, or learner.plan_candidates = 0")
+    if learner.plan_candidates and novelty.signal != "episodic":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} scores actions against the episodic "
+                        f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
+                        f"novelty.signal = episodic, or learner.plan_candidates = 0")
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "

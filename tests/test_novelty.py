@@ -239,3 +239,28 @@ def test_oracle_rewards_a_new_cell_once_per_episode_and_needs_a_position():
     assert n.score(_obs(0), np.zeros(4), _obs(1), at(10.0, 10.0)) > 0
     with pytest.raises(ExplorerError, match="does not report"):
         n.score(_obs(0), np.zeros(4), _obs(1), {})
+
+
+def test_knn_distances_are_knn_distance_row_by_row():
+    from explorer.agent.novelty import knn_distances
+
+    rng = np.random.default_rng(0)
+    memory = tf.constant(rng.normal(size=(6, 3)), tf.float32)
+    queries = tf.constant(rng.normal(size=(4, 3)), tf.float32)
+    for count, k, exclude in ((9, 2, 1), (3, 5, 0), (2, 1, 2)):
+        got = knn_distances(queries, memory, tf.constant(count), k, exclude).numpy()
+        want = [float(knn_distance(q, memory, tf.constant(count), k, exclude)) for q in queries]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_replay_gives_the_frame_one_decision_on_for_the_planner():
+    from explorer.agent.replay import Replay
+
+    replay = Replay((2, 2, 1), 2, 1, 1.0, seed=0, after=3)
+    ids = [replay.push_frame(np.full((2, 2, 1), i, np.uint8)) for i in range(10)]
+    replay.add(np.array(ids[0:2]), np.zeros(4), 0.0, 1.0, np.array(ids[6:8]), np.zeros(1), np.zeros(1))  # 3 on: id 4
+    replay.add(np.array(ids[4:6]), np.zeros(4), 0.0, 0.0, np.array(ids[5:7]), np.zeros(1), np.zeros(1))  # episode ends at 6
+    batch = replay.sample(16)
+    newest = batch["obs"][:, 0, 0, -1]
+    want = np.where(newest == 1, 4, 6)
+    np.testing.assert_array_equal(batch["after"][:, 0, 0, 0], want)

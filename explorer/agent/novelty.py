@@ -56,6 +56,21 @@ def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, 
     return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest), lambda: tf.constant(-1.0))
 
 
+def knn_distances(queries: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, exclude: int = 0) -> tf.Tensor:
+    """:func:`knn_distance` of each row of ``queries`` (``float32[Q, D]``): ``float32[Q]``, each -1 when no
+    entry is valid. Differentiable in ``queries``."""
+    size = tf.shape(memory)[0]
+    count = tf.cast(count, tf.int32)
+    slots = tf.range(size)
+    age = tf.math.floormod(count - 1 - slots, size)
+    valid = (slots < count) & (age >= exclude)  # [N]
+    d = tf.sqrt(tf.reduce_sum(tf.square(memory[None] - queries[:, None]), axis=-1) + _EPS)  # [Q, N]
+    d = tf.where(valid[None], d, tf.fill(tf.shape(d), float("inf")))
+    kk = tf.minimum(k, tf.reduce_sum(tf.cast(valid, tf.int32)))
+    nearest = -tf.math.top_k(-d, k=kk).values  # [Q, kk]
+    return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest, -1), lambda: -tf.ones(tf.shape(queries)[:1]))
+
+
 def running_quantile(history: tf.Tensor, count: tf.Tensor, q: float) -> tf.Tensor:
     """The ``q`` quantile (lower value, no interpolation) of the valid entries of a ring of scalars.
 
@@ -355,6 +370,11 @@ class EpisodicNovelty(Novelty):
             self.optimizer = keras.optimizers.Adam(config.learning_rate)
         self.lifelong = Lifelong(config, frame_shape) if config.lifelong == "rnd" else None
         super().__init__(config, frame_shape, stack, action_dim)
+
+    def distances(self, queries: tf.Tensor) -> tf.Tensor:
+        """``float32[Q]``: the kNN distance of each embedding of ``queries`` (``float32[Q, D]``) to this
+        episode's memory, as the reward measures a new frame's (-1 while nothing is old enough)."""
+        return knn_distances(queries, self.memory, self.count, self.config.knn, self.config.exclude_recent)
 
     def _embed(self, frame: tf.Tensor) -> tf.Tensor:
         e = self.embed(frame[None], training=False)[0]
