@@ -291,10 +291,12 @@ class RunConfig(_Section):
 class NoveltyConfig(_Section):
     """The intrinsic reward: how new a frame is."""
 
-    signal: Literal["episodic", "rnd", "forward", "pixel"] = Field(
+    signal: Literal["episodic", "rnd", "forward", "pixel", "oracle"] = Field(
         "episodic", description="episodic: kNN distance to this episode's embeddings (Never Give Up); "
         "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
-        "pixel: mean abs pixel difference to recent frames (naive baseline)")
+        "pixel: mean abs pixel difference to recent frames (naive baseline); oracle: a diagnosis, never a "
+        "default: 1 for a step into a map cell the episode has not stood in, from the position the game reports "
+        "(built-in game only; the coverage figures' own measure)")
     embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
         "histogram", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
         "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
@@ -327,6 +329,7 @@ class NoveltyConfig(_Section):
                                 "(novelty then means far from what was seen before, not from a moment ago)")
     episode_capacity: int = Field(1024, gt=1, description="embeddings kept per episode, agent steps (older are overwritten)")
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
+    oracle_cell: float = Field(64.0, gt=0, description="oracle: side of a map cell, map units (64: the coverage figures' cells)")
     norm_decay: float = Field(0.99, gt=0, lt=1, description="decay of the running mean/variance that normalises rewards, per agent step")
     learning_rate: float = Field(1e-3, gt=0, description="Adam step size of learned novelty models (rnd/forward/inverse/temporal)")
     seed: int = Field(1, ge=0, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")
@@ -372,6 +375,18 @@ class LearnerConfig(_Section):
     view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
                              "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
                              "episode that says which way lies what it has not shown; needs learner.context); 0: off")
+    plan_candidates: int = Field(0, ge=0, le=256, description="per decision after the warm-up, draw this many "
+                                 "random actions as sticky_prior draws them, add the policy's own, predict for each the "
+                                 "novelty embedding of the frame one decision on (a model on the critic's encoder, "
+                                 "trained with it) and send the one whose prediction lies farthest from this "
+                                 "episode's memory (the episodic novelty's kNN distance); needs novelty.signal = "
+                                 "episodic and learner.shared_encoder; 0: send the policy's action")
+    model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
+                                "the critics' in the encoder's update")
+    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis, never a default: feed the policy and critics "
+                            "which map cells of an N x N grid around the player, turned with its heading, the episode "
+                            "has stood in, from the position the game reports (built-in game only; needs "
+                            "learner.context; odd N); 0: off")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
                                   "starts a random option instead of asking the policy: sticks drawn as the warm-up "
@@ -416,6 +431,22 @@ class LearnerConfig(_Section):
                                 "capture->pad 25 ms against 44 ms, with more updates/s); false trains as fast as the CPU "
                                 "allows, beside each tick's work")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+
+    @model_validator(mode="after")
+    def _planner_needs_shared_encoder(self) -> LearnerConfig:
+        if self.plan_candidates and not self.shared_encoder:
+            raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
+                             f"which the actor reads only with learner.shared_encoder = true: set it, or "
+                             f"learner.plan_candidates = 0")
+        return self
+
+    @model_validator(mode="after")
+    def _oracle_map_odd(self) -> LearnerConfig:
+        if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
+            raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
+                             f"own in the middle) and learner.context = true; got learner.context = "
+                             f"{str(self.context).lower()}")
+        return self
 
     @model_validator(mode="after")
     def _prior_inside_range(self) -> LearnerConfig:
@@ -607,6 +638,14 @@ def config_problems(config: Config) -> list[str]:
                         f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
                         f"{w}: raise them, or use {instead}")
     problems += worker_problems(config)
+    if learner.plan_candidates and novelty.signal == "episodic" and novelty.embedding == "temporal":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} predicts embeddings as the novelty's "
+                        f"model gives them, but novelty.embedding = temporal normalises them after: use another "
+                        f"novelty.embedding, or learner.plan_candidates = 0")
+    if learner.plan_candidates and novelty.signal != "episodic":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} scores actions against the episodic "
+                        f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
+                        f"novelty.signal = episodic, or learner.plan_candidates = 0")
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "

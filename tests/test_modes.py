@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from explorer import cli
 from explorer.agent.actor import LearningActor
 from explorer.config import load
+from explorer.core import action_dim
 from explorer.testing.fakes import FakeScreen
 
 SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40", "--set", "learner.batch_size=16",
@@ -16,7 +18,9 @@ SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40", "
          "--set", "learner.replay_mb=8", "--set", "observation.stack=1"]
 
 
-def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [[], ["--set", "learner.plan_candidates=4", "--set", "learner.action_repeat=2"]],
+                         ids=["default", "planner"])
+def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch, extra):
     """Explore trains a checkpoint on the built-in game; play --dry-run acts with it on a screen and records
     what it saw; replay --evaluate runs the checkpoint on that recording. Step by step, the context input
     (previous action, episode-step fraction, novelty averages) and the policy's output are the same.
@@ -24,7 +28,8 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
     One frame per observation: live capture fills the ring between ticks with frames a session does not
     keep, so deeper stacks differ for reasons of capture timing, not of the agent's inputs.
     """
-    assert cli.main(["explore", "--steps", "120", "--out", str(tmp_path / "explore"), "--no-progress", *SMALL]) == 0
+    assert cli.main(["explore", "--steps", "120", "--out", str(tmp_path / "explore"), "--no-progress", *SMALL,
+                     *extra]) == 0
     (run,) = list((tmp_path / "explore").iterdir())
 
     calls: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"now": []}
@@ -59,8 +64,9 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
         np.testing.assert_allclose(ctx_e, ctx_p, atol=1e-6, err_msg=f"context at step {i}")
         np.testing.assert_allclose(mean_e, mean_p, atol=1e-5, err_msg=f"policy output at step {i}")
     contexts = np.stack([c for c, _ in played])
-    assert np.ptp(contexts[:, 4]) > 0 and np.ptp(contexts[:, 5]) > 0  # step fraction and novelty averages moved
-    assert np.ptp(contexts[:, :4]) > 0  # the previous actions too
+    n = action_dim(config.pad.buttons)  # the context: previous action, step fraction, two novelty averages
+    assert np.ptp(contexts[:, n]) > 0 and np.ptp(contexts[:, n + 1]) > 0  # step fraction and novelty averages moved
+    assert np.ptp(contexts[:, :n]) > 0  # the previous actions too
     (eval_run,) = list((tmp_path / "eval").iterdir())
     evaluation = json.loads((eval_run / "evaluation.json").read_text())
     assert evaluation["transitions"] == len(played) and evaluation["recorded_actions"] == len(played)

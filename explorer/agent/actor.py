@@ -23,7 +23,7 @@ from explorer.agent.adder import NStepAdder
 from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, split_outputs
-from explorer.agent.novelty import Novelty
+from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, Taps, settle, stack_frames
 
@@ -80,13 +80,20 @@ class LearningActor:
         (evaluation).
       buttons: the pad buttons the policy holds (``pad.buttons``), one output each after the sticks.
       tap_gap: steps a held button stays released after each press (``pad.tap_gap``; 0: sent as held).
+      planner: ``(encoder, model head)`` of the planner (``learner.plan_candidates``): the encoder the
+        policy reads and a head predicting the novelty embedding of the frame one decision on; its
+        weights follow the policy's in :meth:`set_weights`.
     """
 
     def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
                  obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False,
-                 buttons: tuple[str, ...] = (), tap_gap: int = 0):
+                 buttons: tuple[str, ...] = (), tap_gap: int = 0,
+                 planner: tuple[keras.Model, keras.Model] | None = None):
         self.config = config
         self.policy_net = policy_net
+        self.planner = planner
+        if planner is not None and not isinstance(novelty, EpisodicNovelty):
+            raise ValueError("learner.plan_candidates scores actions against the episodic novelty's memory")
         self.novelty = novelty
         self.context = context
         self.adder = adder
@@ -108,6 +115,10 @@ class LearningActor:
         k, h, w, c = obs_shape
         spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
         self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
+        self.kept_own: bool | None = None  # the last decision was planned: did it keep the policy's own action?
+        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([config.plan_candidates + 1, self.sticks.dim],
+                                                                          tf.float32)]
+        self._plan_scores: Any = self._scores if config.eager else tf.function(self._scores, input_signature=plan_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Ring frames to pre-tanh mean and log-std, in one compiled call."""
@@ -115,15 +126,31 @@ class LearningActor:
         mean, log_std = split_outputs(y, self.config.algo)
         return mean[0], log_std[0]
 
+    def _scores(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """``float32[K]``: how far from this episode's memory the planner expects the frame one decision
+        on to be, for each of ``actions`` (``float32[K, dim]``, as sent) taken on ``obs``."""
+        assert self.planner is not None and isinstance(self.novelty, EpisodicNovelty)
+        encoder, head = self.planner
+        features = encoder(stack_frames(obs)[None], training=False)
+        now = self.novelty.embed(obs[-1][None], training=False)  # the newest frame's embedding, [1, D]
+        change = head([tf.repeat(features, tf.shape(actions)[0], 0), actions], training=False)
+        return self.novelty.distances(now + change)
+
     def warm_up(self) -> None:
         """Trace the compiled policy and novelty now, so nothing traces while a game runs."""
         if not self.config.eager:
             self._policy.get_concrete_function()
+            if self.planner is not None:
+                self._plan_scores.get_concrete_function()
         self.novelty.warm_up()
 
     def set_weights(self, weights: list[np.ndarray]) -> None:
-        """Install new policy weights (call between two decisions, on the acting thread)."""
-        self.policy_net.set_weights(weights)
+        """Install new policy weights, then the planner's model head's when there is one (call between two
+        decisions, on the acting thread)."""
+        n = len(self.policy_net.weights)
+        self.policy_net.set_weights(weights[:n])
+        if self.planner is not None:
+            self.planner[1].set_weights(weights[n:])
 
     def policy(self, obs: tf.Tensor, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pre-tanh mean and log-std of the policy for ``obs`` (``uint8[k, H, W, C]``) in context ``ctx``."""
@@ -139,7 +166,7 @@ class LearningActor:
         """
         c = self.config
         if self.new_episode:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.held = None
             self.option_left = 0
             self.taps.reset()
@@ -164,6 +191,8 @@ class LearningActor:
                     a = np.tanh(mean + np.exp(log_std) * self.noise)
                 else:
                     a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+                if self.planner is not None:
+                    a = self._plan(step, a)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
         return self.taps(self.held.copy())
@@ -171,6 +200,17 @@ class LearningActor:
     def _newest(self, step: Step) -> np.ndarray | None:
         """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
         return step.obs[-1].numpy() if self.context.view is not None else None
+
+    def _plan(self, step: Step, own: np.ndarray) -> np.ndarray:
+        """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
+        ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
+        this episode's memory; the policy's own while nothing is old enough to compare with."""
+        draws = self.rng.uniform(-1.0, 1.0, (self.config.plan_candidates, self.sticks.dim)) + self.sticks.prior
+        squashed = np.concatenate([own[None], np.clip(draws, -1.0, 1.0)]).astype(np.float32)
+        sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
+        best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent)).numpy()))
+        self.kept_own = best == 0
+        return squashed[best]
 
     def _option(self) -> np.ndarray:
         """The squashed action of the random option under way, or of a new one (``random_options``)."""
@@ -184,20 +224,24 @@ class LearningActor:
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         """Score ``next_step``'s novelty, advance the context, and hand the step to the adder."""
         ends = self.held_steps >= self.config.action_repeat
-        return self.record(step, action, next_step, starts=self.started, ends=ends)
+        metrics = self.record(step, action, next_step, starts=self.started, ends=ends)
+        if self.started and self.kept_own is not None:  # a planned decision: the share that kept the policy's
+            metrics["plan_kept_own"] = float(self.kept_own)
+            self.kept_own = None
+        return metrics
 
     def record(self, step: Step, action: Any, next_step: Step, starts: bool, ends: bool) -> dict[str, float]:
         """:meth:`observe` with the decision boundaries given (a recorded session gives its own)."""
         action = np.asarray(action, np.float32)
         obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
         if step.first:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.novelty.reset(obs)
         ctx = self.context.value()
-        reward = float(self.novelty.reward(obs, tf.constant(action), next_obs))
+        reward = self.novelty.score(obs, action, next_obs, next_step.info)
         self.last_reward = reward
         next_frame = next_step.obs[-1].numpy()
-        self.context.advance(action, reward, next_frame)
+        self.context.advance(action, reward, next_frame, next_step.info)
         if self.adder is not None:
             self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_frame,
                            first=step.first, last=next_step.last, starts=starts, ends=ends,

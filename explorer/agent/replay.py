@@ -28,9 +28,13 @@ class Replay:
     """
 
     def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int,
-                 action_dim: int = N_AXES):
+                 action_dim: int = N_AXES, after: int = 0):
         self.frame_shape = tuple(frame_shape)
         self.stack = stack
+        #: with after > 0, a sample also holds the frame ``after`` agent steps past each observation's newest
+        #: (the planner's target: frames of an episode are pushed one per step, so that frame's id is the
+        #: newest's plus ``after``), or the next observation's newest when that comes sooner
+        self.after = int(after)
         #: frames kept, and transitions kept (one per frame pushed)
         self.capacity = n = replay_slots(self.frame_shape, stack, memory_mb)
         # Touch every page now: the whole memory cap is taken at the start, so a long run's
@@ -132,9 +136,13 @@ class Replay:
                 "ctx": self.ctx[idx], "next_ctx": self.next_ctx[idx]}
 
     def _with_frames(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"obs": self._stacked(rows["obs_ids"]), "action": rows["action"], "reward": rows["reward"],
-                "discount": rows["discount"], "next_obs": self._stacked(rows["next_ids"]),
-                "ctx": rows["ctx"], "next_ctx": rows["next_ctx"]}
+        out = {"obs": self._stacked(rows["obs_ids"]), "action": rows["action"], "reward": rows["reward"],
+               "discount": rows["discount"], "next_obs": self._stacked(rows["next_ids"]),
+               "ctx": rows["ctx"], "next_ctx": rows["next_ctx"]}
+        if self.after:
+            ids = np.minimum(rows["obs_ids"][:, -1] + self.after, rows["next_ids"][:, -1])
+            out["after"] = self.frames[ids % self.capacity]
+        return out
 
     def state(self) -> dict[str, np.ndarray]:
         n = len(self)

@@ -18,8 +18,8 @@ from explorer.agent.adder import NStepAdder, TransitionSink
 from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.learner import Learner
-from explorer.agent.networks import StickRange, build_encoder, build_policy_net
-from explorer.agent.novelty import Novelty, make_novelty
+from explorer.agent.networks import StickRange, build_encoder, build_model_head, build_policy_net
+from explorer.agent.novelty import EpisodicNovelty, Novelty, make_novelty
 from explorer.agent.replay import Replay
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError, action_dim
@@ -119,15 +119,18 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     h, w, c = (int(s) for s in frame_shape)
     buttons = config.pad.buttons
     novelty, context = _novelty_and_context(config, (h, w, c))
-    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons))
+    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons),
+                    after=lc.action_repeat if lc.plan_candidates else 0)
     learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
+    planner = None if learner.model_head is None else (learner.encoder, learner.model_head)
     if acting_copy:
-        policy_net = _policy_copy(config, (h, w, c), context.dim)
-        policy_net.set_weights(learner.get_weights())
+        policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
-                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap)
+                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap, planner=planner)
+    if acting_copy:
+        actor.set_weights(learner.get_weights())
     actor.warm_up()
     return Agent(actor, learner, replay, adder, novelty, context, config)
 
@@ -152,9 +155,9 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     h, w, c = (int(s) for s in frame_shape)
     novelty, context = _novelty_and_context(config, (h, w, c))
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
-    policy_net = _policy_copy(config, (h, w, c), context.dim)
+    policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons,
-                          tap_gap=config.pad.tap_gap)
+                          tap_gap=config.pad.tap_gap, planner=planner)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
 
@@ -164,16 +167,23 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
     dim = action_dim(config.pad.buttons)
     novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
     return novelty, Context(config.learner.context, config.game.episode_steps, dim,
-                            config.learner.view_strips, config.novelty.histogram_bins)
+                            config.learner.view_strips, config.novelty.histogram_bins,
+                            config.learner.oracle_map, config.novelty.oracle_cell)
 
 
-def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int) -> Any:
-    """A policy network of its own for an actor (its weights arrive through ``set_weights``)."""
+def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int,
+                 novelty: Novelty) -> tuple[Any, tuple[Any, Any] | None]:
+    """A policy network of its own for an actor, and with ``learner.plan_candidates`` the planner's
+    ``(encoder, model head)`` (its weights arrive through the actor's ``set_weights``)."""
     lc = config.learner
     h, w, c = frame_shape
     stacked = (h, w, config.observation.stack * c)
+    dim = action_dim(config.pad.buttons)
     encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-    return build_policy_net(stacked, ctx_dim, lc, encoder, action_dim(config.pad.buttons))[1]
+    policy_net = build_policy_net(stacked, ctx_dim, lc, encoder, dim)[1]
+    if not lc.plan_candidates or not isinstance(novelty, EpisodicNovelty):
+        return policy_net, None
+    return policy_net, (encoder, build_model_head(lc.feature, lc, int(novelty.embed.output_shape[-1]), dim))
 
 
 def build_baseline(config: Config) -> Actor:
