@@ -7,8 +7,12 @@ and no pad driver: backends are imported when chosen.
 """
 
 import os as _os
+from importlib import metadata as _metadata
 
 # TensorFlow's C++ start-up chatter (oneDNN notices) buries the program's own output.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-__version__ = "0.1.0"
+try:  # the one place the version is written is pyproject.toml
+    __version__ = _metadata.version("explorer")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"

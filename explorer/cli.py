@@ -188,18 +188,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.address:
         extra.append(f"run.address={quote(args.address)}")
     if args.resume:
-        run_config = Path(args.resume) / "config.toml"
-        if not run_config.is_file():
-            raise ConfigError(f"--resume {args.resume}: no config.toml there; give the run directory of an explore run")
-        config = config_mod.load(run_config, [])
-        newer = config_mod.missing_keys(run_config)
-        if newer:
-            print(f"explorer: {run_config} predates settings it does not set, which take today's defaults: "
-                  + ", ".join(f"{k} = {v}" for k, v in newer.items())
-                  + "; to resume with other values, pass them with --set", file=sys.stderr)
-        if args.config:
-            config = config_mod.load(args.config, [], base=config)
-        config = config_mod.load(None, [*args.overrides, *extra], base=config)
+        from explorer.run.resume import resumed_config
+        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore run")
     else:
         config = load_config(args, extra)
     if config.run.agent == "explorer":
@@ -211,7 +201,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         cells = summary["cells_per_episode_last20"]
         cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
         print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}")
+              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}"
+              + (f" ({summary['cells']})" if summary.get("cells", "map cells") != "map cells" else ""))
         if "workers" in summary:
             print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "
                   f"({summary['update_to_data']:.3f} per step, setting {summary['update_to_data_setting']:.3f}), "
@@ -239,7 +230,11 @@ def cmd_play(args: argparse.Namespace) -> int:
         extra.append(f"run.dir={quote(args.out)}")
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
-    config = load_config(args, extra)
+    if args.resume:  # the policy acts with the settings it was trained with
+        from explorer.run.resume import resumed_config
+        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run")
+    else:
+        config = load_config(args, extra)
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
     if not loop["steps"]:  # stopped before its first tick: nothing to report but that
@@ -277,14 +272,16 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print("no sessions found")
         return 1
     width = max(len(r["path"]) for r in rows)
-    print(f"{'session':<{width}}  {'steps':>7}  {'episodes':>8}  {'duration':>9}  {'frame':>9}  {'source':>6}  {'actions':>7}  health")
+    print(f"{'session':<{width}}  {'steps':>7}  {'episodes':>8}  {'duration':>9}  {'frame':>9}  {'source':>6}  "
+          f"{'actions':>7}  {'buttons':>9}  health")
     for r in rows:
         if "error" in r:
             print(f"{r['path']:<{width}}  {'error: ' + r['error']}")
             continue
         frame = "x".join(map(str, r["frame_shape"])) if r["frame_shape"] else "-"
+        buttons = ",".join(r["buttons"]) or "-"
         print(f"{r['path']:<{width}}  {r['steps']:>7}  {r['episodes']:>8}  {r['duration_s']:>8.1f}s  {frame:>9}  "
-              f"{r['source']:>6}  {'yes' if r['actions'] else 'no':>7}  {r['health']}")
+              f"{r['source']:>6}  {'yes' if r['actions'] else 'no':>7}  {buttons:>9}  {r['health']}")
     return 0 if all(r.get("ok") for r in rows) else 1
 
 
@@ -308,7 +305,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     sessions = open_sessions(paths)
     extra = [f"run.dir={quote(args.out)}"] if args.out else []
     checkpoint = Path(args.evaluate) if args.evaluate else None
-    config = load_config(args, extra, _checkpoint_config(checkpoint) if checkpoint else None)
+    trained = _checkpoint_config(checkpoint) if checkpoint else None
+    if trained is not None:  # the checkpoint's policy is evaluated with the settings it was trained with
+        from explorer.run.resume import resumed_config
+        config = resumed_config(trained.parent, args.config, [*args.overrides, *extra], "a run", "--evaluate")
+    else:
+        config = load_config(args, extra)
     seed_everything(config.run.seed)
     if checkpoint is not None:
         with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing

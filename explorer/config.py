@@ -75,8 +75,19 @@ class CaptureConfig(_Section):
                                   "still exists and keeps its title (a closed window stops the run)")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
-    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivered no picture for this long "
-                                 "(dxcam's 'nothing changed' counts as a picture: a paused game does not stop the run)")
+    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivers no picture for this long "
+                                 "while the loop waits for one (a frame older than this at a tick makes it wait; dxcam's "
+                                 "'nothing changed' counts as a picture: a paused game does not stop the run); more than "
+                                 "one capture period (1 / fps)")
+
+    @model_validator(mode="after")
+    def _frames_within_the_stall_window(self) -> CaptureConfig:
+        if self.fps * self.stall_seconds <= 1:
+            raise ValueError(f"capture.fps = {self.fps:g} grabs a frame every {1 / self.fps:g} s, but "
+                             f"capture.stall_seconds = {self.stall_seconds:g} stops a live run that long without a new "
+                             f"frame, so every gap between two frames would stop it as stalled: raise capture.fps "
+                             f"above {1 / self.stall_seconds:g} or capture.stall_seconds above {1 / self.fps:g}")
+        return self
 
 
 class ObservationConfig(_Section):
@@ -128,24 +139,75 @@ class PadConfig(_Section):
         return self
 
 
+#: the named keys the stop and pause hotkeys can be: the members of pynput's ``Key`` (``keyboard.Key[name]``,
+#: which explorer.run.safety listens for); a key that types a character is named by that character. Kept here,
+#: without importing pynput (the optional ``hotkeys`` extra), so a config is checked where pynput is missing;
+#: a test keeps it equal to the installed pynput's.
+HOTKEY_NAMES = ("alt", "alt_l", "alt_r", "alt_gr", "backspace", "caps_lock", "cmd", "cmd_l", "cmd_r", "ctrl", "ctrl_l",
+                "ctrl_r", "delete", "down", "end", "enter", "esc", *(f"f{i}" for i in range(1, 21)), "home", "left",
+                "page_down", "page_up", "right", "shift", "shift_l", "shift_r", "space", "tab", "up",
+                "media_play_pause", "media_volume_mute", "media_volume_down", "media_volume_up", "media_previous",
+                "media_next", "insert", "menu", "num_lock", "pause", "print_screen", "scroll_lock")
+
+
+def hotkey_name(name: str) -> str:
+    """``name`` as the hotkeys match it (lower case): a :data:`HOTKEY_NAMES` entry or one printable character.
+
+    Raises:
+      ValueError: neither; the message suggests the closest key name.
+    """
+    key = name.strip().lower()
+    if key in HOTKEY_NAMES or (len(key) == 1 and key.isprintable() and not key.isspace()):
+        return key
+    import difflib
+    close = difflib.get_close_matches(key, HOTKEY_NAMES, n=1, cutoff=0.5)
+    aliases = {"escape": "esc", "return": "enter", "del": "delete", "ins": "insert", "pgup": "page_up",
+               "pgdn": "page_down", "pageup": "page_up", "pagedown": "page_down", "control": "ctrl",
+               "win": "cmd", "super": "cmd", "windows": "cmd", "printscreen": "print_screen", "break": "pause",
+               " ": "space"}
+    guess = aliases.get(key) or aliases.get(name) or (close[0] if close else None)
+    hint = f"did you mean {guess!r}? " if guess else ""
+    raise ValueError(f"{name!r} is not a key the hotkeys can listen for: {hint}use one character ('q') or a key "
+                     f"name: f1..f20, esc, pause, insert, home, end, page_up, ...")
+
+
 class ControlConfig(_Section):
     """The control loop and live-mode safety."""
 
     hz: float = Field(30.0, gt=0, description="live control tick rate, ticks per second")
     watchdog_ticks: int = Field(3, ge=1, description="pad goes neutral when no fresh action arrives within this many ticks")
     countdown_s: float = Field(3.0, ge=0, description="seconds of countdown before live mode takes the pad")
-    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra)")
-    pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra)")
+    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra): a key name "
+                          "of pynput's Key (f1..f20, esc, pause, insert, scroll_lock, ...) or one character")
+    pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra), named as "
+                           "stop_key and other than it")
     max_seconds: float = Field(0.0, ge=0, description="live run length in seconds; 0 runs until stopped")
     pause_unfocused: bool = Field(True, description="Windows: centre the sticks and stop acting while the game window is not in front")
+
+    @model_validator(mode="after")
+    def _usable_keys(self) -> ControlConfig:
+        keys = {}
+        for field in ("stop_key", "pause_key"):
+            try:
+                keys[field] = hotkey_name(getattr(self, field))
+            except ValueError as err:
+                raise ValueError(f"control.{field} = {err}") from None
+        if keys["stop_key"] == keys["pause_key"]:
+            raise ValueError(f"control.stop_key and control.pause_key are both {keys['stop_key']!r}: that key would "
+                             f"only stop the run and nothing could pause it; give them different keys")
+        return self
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a dotted module name (game.module)
 
 
 class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
-    name: Literal["vizdoom", "synthetic"] = Field(
+    name: Literal["vizdoom", "synthetic", "gym"] = Field(
         "vizdoom", description="built-in game engine. vizdoom: ViZDoom; synthetic: a cheap made-up room of coloured "
-        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine)")
+        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine); gym: the Gymnasium "
+        "environment game.id (pip install -e '.[gym]'; docs/gym.md)")
     scenario: str = Field("my_way_home", description="bundled ViZDoom scenario name, freedoom (a map as its authors made "
                           "it, no rewards: use with game.wad and game.map), or a path to a .cfg file")
     wad: str = Field("", description="WAD to play: freedoom1 or freedoom2 (shipped with ViZDoom) or a .wad path; a game "
@@ -164,6 +226,34 @@ class GameConfig(_Section):
     realtime: bool = Field(False, description="asynchronous engine at 35 tics/s with a visible window (live test bed)")
     visible: bool = Field(False, description="show the engine window (needs a display)")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="engine seed (unset: run.seed)")
+    id: str = Field("", description="game.name = gym: the registered Gymnasium id, e.g. ALE/MontezumaRevenge-v5 or "
+                    "MiniGrid-MultiRoom-N4-S5-v0")
+    module: str = Field("", description="game.name = gym: module imported first, to register game.id (empty: ale_py for "
+                        "ALE/ ids, minigrid for MiniGrid- ids)")
+    kwargs: dict[str, Any] = Field({}, description="game.name = gym: keyword arguments of gymnasium.make, e.g. "
+                                   "{frameskip = 4} (a table)")
+    actions: dict[str, dict[str, float]] = Field(
+        {}, description="game.name = gym: the pad's inputs (camera_x camera_y walk_x walk_y, pad.buttons) for each "
+        "env action, e.g. {NOOP = {}, UP = {walk_y = 1}, FIRE = {a = 1}} (Discrete: names or indices; Box, "
+        "MultiBinary, MultiDiscrete: one weighted sum per dimension); empty: from the env's action meanings (docs/gym.md)")
+    position_key: str = Field("position", description="game.name = gym: the info key holding the player's position "
+                              "(2 or 3 numbers), for coverage only; ALE Montezuma's Revenge and MiniGrid are read directly")
+    cell: float = Field(0.0, ge=0, description="game.name = gym: coverage cell size in the position's units (0: the "
+                        "game's own: 1 for MiniGrid, 16 pixels for Montezuma's Revenge, 1 otherwise)")
+
+    @model_validator(mode="after")
+    def _gym_id(self) -> GameConfig:
+        if self.name == "gym" and not self.id:
+            raise ValueError("game.name = gym needs game.id, a registered Gymnasium id such as ALE/MontezumaRevenge-v5 "
+                             "or MiniGrid-MultiRoom-N4-S5-v0")
+        # Gymnasium imports the module part of "module:id" itself: the one module a config may import is game.module
+        if ":" in self.id:
+            raise ValueError(f"game.id = {self.id!r} names a module before ':'; give the id alone and the module as "
+                             "game.module")
+        if self.module and not _MODULE.fullmatch(self.module):
+            raise ValueError(f"game.module = {self.module!r} is not a module name (dotted Python names, such as ale_py "
+                             "or minigrid)")
+        return self
 
 
 class RunConfig(_Section):
@@ -201,10 +291,12 @@ class RunConfig(_Section):
 class NoveltyConfig(_Section):
     """The intrinsic reward: how new a frame is."""
 
-    signal: Literal["episodic", "rnd", "forward", "pixel"] = Field(
+    signal: Literal["episodic", "rnd", "forward", "pixel", "oracle"] = Field(
         "episodic", description="episodic: kNN distance to this episode's embeddings (Never Give Up); "
         "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
-        "pixel: mean abs pixel difference to recent frames (naive baseline)")
+        "pixel: mean abs pixel difference to recent frames (naive baseline); oracle: a diagnosis, never a "
+        "default: 1 for a step into a map cell the episode has not stood in, from the position the game reports "
+        "(built-in game only; the coverage figures' own measure)")
     embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
         "histogram", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
         "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
@@ -237,6 +329,7 @@ class NoveltyConfig(_Section):
                                 "(novelty then means far from what was seen before, not from a moment ago)")
     episode_capacity: int = Field(1024, gt=1, description="embeddings kept per episode, agent steps (older are overwritten)")
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
+    oracle_cell: float = Field(64.0, gt=0, description="oracle: side of a map cell, map units (64: the coverage figures' cells)")
     norm_decay: float = Field(0.99, gt=0, lt=1, description="decay of the running mean/variance that normalises rewards, per agent step")
     learning_rate: float = Field(1e-3, gt=0, description="Adam step size of learned novelty models (rnd/forward/inverse/temporal)")
     seed: int = Field(1, ge=0, le=MAX_SEED, description="seed of the novelty networks' initial weights (unset: run.seed + 1)")
@@ -282,6 +375,18 @@ class LearnerConfig(_Section):
     view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
                              "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
                              "episode that says which way lies what it has not shown; needs learner.context); 0: off")
+    plan_candidates: int = Field(0, ge=0, le=256, description="per decision after the warm-up, draw this many "
+                                 "random actions as sticky_prior draws them, add the policy's own, predict for each the "
+                                 "novelty embedding of the frame one decision on (a model on the critic's encoder, "
+                                 "trained with it) and send the one whose prediction lies farthest from this "
+                                 "episode's memory (the episodic novelty's kNN distance); needs novelty.signal = "
+                                 "episodic and learner.shared_encoder; 0: send the policy's action")
+    model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
+                                "the critics' in the encoder's update")
+    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis, never a default: feed the policy and critics "
+                            "which map cells of an N x N grid around the player, turned with its heading, the episode "
+                            "has stood in, from the position the game reports (built-in game only; needs "
+                            "learner.context; odd N); 0: off")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
                                   "starts a random option instead of asking the policy: sticks drawn as the warm-up "
@@ -328,6 +433,22 @@ class LearnerConfig(_Section):
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
 
     @model_validator(mode="after")
+    def _planner_needs_shared_encoder(self) -> LearnerConfig:
+        if self.plan_candidates and not self.shared_encoder:
+            raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
+                             f"which the actor reads only with learner.shared_encoder = true: set it, or "
+                             f"learner.plan_candidates = 0")
+        return self
+
+    @model_validator(mode="after")
+    def _oracle_map_odd(self) -> LearnerConfig:
+        if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
+            raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
+                             f"own in the middle) and learner.context = true; got learner.context = "
+                             f"{str(self.context).lower()}")
+        return self
+
+    @model_validator(mode="after")
     def _prior_inside_range(self) -> LearnerConfig:
         for i, axis in enumerate(("camera x", "camera y", "walk x", "walk y")):
             low, high, prior = self.action_low[i], self.action_high[i], self.action_prior[i]
@@ -337,6 +458,9 @@ class LearnerConfig(_Section):
                 raise ValueError(f"learner.action_prior.{i} ({axis}) = {prior} must lie strictly between "
                                  f"learner.action_low.{i} = {low} and learner.action_high.{i} = {high}; "
                                  f"move the prior inside the range or widen the range")
+        if self.view_strips and not self.context:
+            raise ValueError(f"learner.view_strips = {self.view_strips} feeds the strips through the context, but "
+                             f"learner.context = false: set learner.context = true, or learner.view_strips = 0")
         return self
 
 
@@ -344,7 +468,7 @@ class RecordConfig(_Section):
     """Recording sessions to disk (see docs/sessions.md)."""
 
     dir: str = Field("", description="record explore/play runs as sessions under this folder; empty records nothing")
-    chunk_frames: int = Field(64, ge=1, description="frames per compressed chunk file (a crash loses at most one chunk)")
+    chunk_frames: int = Field(64, ge=1, le=4096, description="frames per compressed chunk file (a crash loses at most one chunk)")
 
 
 class Config(_Section):
@@ -447,6 +571,10 @@ def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) 
     holds = (f"learner.replay_mb = {learner.replay_mb:g} holds {n} transitions of "
              f"{'x'.join(str(s) for s in frame)} frames")
     problems = []
+    if learner.view_strips > frame[1]:
+        problems.append(f"learner.view_strips = {learner.view_strips} splits frames {frame[1]} pixels wide into more "
+                        f"strips than they have columns (empty strips have no colours to score): lower "
+                        f"learner.view_strips to {frame[1]} or less, or widen the frames (observation.width)")
     if learner.batch_size > n:
         # training waits for a batch's worth of transitions, which never come
         need = math.ceil(learner.batch_size * per_frame / 2**20 * 10) / 10
@@ -510,6 +638,14 @@ def config_problems(config: Config) -> list[str]:
                         f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
                         f"{w}: raise them, or use {instead}")
     problems += worker_problems(config)
+    if learner.plan_candidates and novelty.signal == "episodic" and novelty.embedding == "temporal":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} predicts embeddings as the novelty's "
+                        f"model gives them, but novelty.embedding = temporal normalises them after: use another "
+                        f"novelty.embedding, or learner.plan_candidates = 0")
+    if learner.plan_candidates and novelty.signal != "episodic":
+        problems.append(f"learner.plan_candidates = {learner.plan_candidates} scores actions against the episodic "
+                        f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
+                        f"novelty.signal = episodic, or learner.plan_candidates = 0")
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "
@@ -690,6 +826,8 @@ def capture_overrides(window: str | None, region: str | None) -> list[str]:
 
 
 def _toml_literal(value: Any) -> str:
+    if isinstance(value, dict):  # an inline table: tomli_w writes a dict as a [section] of its own
+        return "{" + ", ".join(f"{_toml_literal(str(k))} = {_toml_literal(v)}" for k, v in value.items()) + "}"
     text = tomli_w.dumps({"v": value})
     return text.split("=", 1)[1].strip()
 
@@ -716,11 +854,12 @@ def _merge(into: dict[str, Any], path: list[str], value: Any, origin: str) -> No
     node[path[-1]] = value
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(tree: dict[str, Any], prefix: str = "", depth: int = 2) -> dict[str, Any]:
+    """``{"section.key": value}``; a table value (``game.kwargs``) stays whole, an empty one included."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+        if isinstance(value, dict) and depth > 1:
+            out.update(_flatten(value, f"{prefix}{key}.", depth - 1))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -765,8 +904,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         lines = []
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
-            # an element of a list setting (``learner.filters.1``) comes from where its list came from
-            where = next((origins[k] for k in (key, key.rsplit(".", 1)[0]) if k in origins), "defaults")
+            # an element of a list or table setting (``learner.filters.1``, ``game.actions.UP.a``) comes from
+            # where that setting came from
+            where = next((origins[k] for k in (key, ".".join(key.split(".")[:2])) if k in origins), "defaults")
             if e["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)

@@ -277,6 +277,10 @@ class Step:
         ``k`` frames, oldest first.
       first: ``obs`` opens an episode (returned by :meth:`Env.reset`).
       last: ``obs`` closes an episode; the driver resets the env next.
+      truncated: with ``last``, the episode was cut by a limit the agent does not see coming (a
+        Gymnasium env's own ``truncated``, against ``terminated``): the game would go on, so learning
+        bootstraps past ``obs``. explorer's own episode budget (``game.episode_steps``), which the
+        context's step fraction counts down in every mode, ends an episode as the game ending it does.
       t: monotonic time the newest frame reached the ring, seconds.
       info: what the env knows beyond the frames, for observers only (never an agent input):
         a recorded action, the player's position, ...
@@ -286,6 +290,7 @@ class Step:
     first: bool = False
     last: bool = False
     t: float = 0.0
+    truncated: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -335,3 +335,19 @@ def test_sigterm_stops_the_jobs_processes_and_their_engines_and_says_how_to_go_o
     _, alive = psutil.wait_procs(list(family.values()), timeout=60)  # the engines die with their processes
     assert [(p.pid, p.name()) for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert len(list(tmp_path.glob("runs/*"))) <= 2  # the third run never started
+
+
+@pytest.mark.slow
+def test_the_gymnasium_suite_runs_the_same_agents_on_montezuma_and_a_minigrid_maze(bench, tmp_path):
+    pytest.importorskip("ale_py")
+    pytest.importorskip("minigrid")
+    rc = bench.main(["--gym", "--steps", "130", "--seeds", "0", "--agents", "sticky", "--out", str(tmp_path)])
+    assert rc == 0
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [r["map"] for r in suite["runs"]] == ["montezuma", "multiroom"]
+    montezuma, multiroom = suite["runs"]
+    assert montezuma["rooms"] >= 1 and montezuma["total_cells"] >= 2 and multiroom["rooms"] is None
+    assert multiroom["episode_steps"] == 120 and multiroom["episodes"] >= 1 and multiroom["total_cells"] >= 1
+    assert load(Path(multiroom["run_dir"]) / "config.toml").game.id == "MiniGrid-MultiRoom-N6-v0"
+    table = (tmp_path / "suite.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| montezuma", "| multiroom", "| average"]

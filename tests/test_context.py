@@ -62,3 +62,39 @@ def test_context_layout_with_view_strips_and_a_checkpoint_round_trip():
     np.testing.assert_array_equal(again.value()[-4:], np.zeros(4))
     with pytest.raises(ValueError, match="view_strips needs the frame"):
         ctx.advance(np.zeros(5, np.float32), 0.0)
+
+
+def test_oracle_map_marks_the_cells_stood_in_around_the_player_turned_with_its_heading():
+    from types import SimpleNamespace
+
+    from explorer.agent.context import OracleMap
+
+    at = lambda x, y, angle: {"position": SimpleNamespace(x=x, y=y, angle=angle)}  # noqa: E731
+    m = OracleMap(3, 64.0)
+    m.see(at(32.0, 32.0, 0.0))  # cell (0, 0), facing +x
+    m.see(at(96.0, 32.0, 0.0))  # cell (1, 0): the first cell is now behind
+    grid = m.value.reshape(3, 3)  # rows: ahead, level, behind; columns: left, centre, right
+    assert grid[1, 1] == 1.0 and grid[2, 1] == 1.0 and grid.sum() == 2.0
+    m.see(at(96.0, 32.0, 90.0))  # turned to face +y: the first cell (-x) is on the left
+    grid = m.value.reshape(3, 3)
+    assert grid[1, 0] == 1.0 and grid[1, 1] == 1.0 and grid.sum() == 2.0
+    m.reset()
+    m.see(at(96.0, 32.0, 90.0))
+    assert m.value.sum() == 1.0  # a new episode remembers only where it stands
+    with pytest.raises(ValueError, match="does not report"):
+        m.see({})
+
+
+def test_context_carries_the_oracle_map_and_keeps_it_in_its_state():
+    from types import SimpleNamespace
+
+    at = {"position": SimpleNamespace(x=0.0, y=0.0, angle=0.0)}
+    ctx = Context(True, horizon=100, action_dim=5, oracle_map=3)
+    assert ctx.dim == 5 + 3 + 9
+    ctx.reset(None, at)
+    ctx.advance(np.zeros(5, np.float32), 1.0, None, {"position": SimpleNamespace(x=70.0, y=0.0, angle=0.0)})
+    value = ctx.value()
+    assert value.shape == (17,) and value[-9:].sum() == 2.0
+    again = Context(True, horizon=100, action_dim=5, oracle_map=3)
+    again.load(ctx.state())
+    assert np.array_equal(again.value(), value)

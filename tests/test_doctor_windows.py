@@ -111,7 +111,7 @@ def test_doctor_report_on_windows(monkeypatch, tmp_path, capsys):
     desk.foreground = 2
     monkeypatch.setattr(doctor, "check_tensorflow", lambda: "tensorflow (not run here)")
     monkeypatch.setattr(doctor, "check_game", lambda config: "vizdoom (not run here)")
-    monkeypatch.setattr(doctor, "check_hotkeys", lambda: "pynput (not run here)")
+    monkeypatch.setattr(doctor, "check_hotkeys", lambda config: "pynput (not run here)")
     rc = doctor.run_doctor(_window_config(), report=tmp_path / "report.md")
     out = capsys.readouterr().out
     status = {line.split()[1]: line.split()[0] for line in out.splitlines()[:9]}

@@ -156,6 +156,30 @@ def test_n_step_returns_in_replay():
     np.testing.assert_array_equal(r.next_ids[0], r.obs_ids[2])
 
 
+def test_a_truncated_episode_bootstraps_and_an_ended_one_does_not():
+    from explorer.agent.adder import NStepAdder
+
+    class Sink:
+        def __init__(self):
+            self.frames, self.rows = 0, []
+
+        def push_frame(self, frame):
+            self.frames += 1
+            return self.frames - 1
+
+        def add(self, obs_ids, action, reward, discount, next_ids, ctx, next_ctx):
+            self.rows.append((reward, discount))
+
+    for truncated, want in ((False, [0.0, 0.0]), (True, [0.25, 0.5])):
+        sink = Sink()
+        adder = NStepAdder(sink, gamma=0.5, n_step=2)
+        frame, ctx = np.zeros((1, 1, 1), np.uint8), np.zeros(1, np.float32)
+        for t in range(2):
+            adder.add(np.zeros((1, 1, 1, 1), np.uint8), np.zeros(4), 1.0, frame, first=t == 0, last=t == 1,
+                      starts=True, ends=True, ctx=ctx, next_ctx=ctx, truncated=truncated and t == 1)
+        assert [r for r, _ in sink.rows] == [1.5, 1.0] and [d for _, d in sink.rows] == want, sink.rows
+
+
 def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
     agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3}, episode_steps=7)
     env = WalkEnv(episode_steps=7)
@@ -263,7 +287,8 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     assert np.mean(early[:, 3] > 0.2) < 0.5
 
 
-@pytest.mark.parametrize("extra", [{}, {"action_repeat": 3}, {"view_strips": 4}])
+@pytest.mark.parametrize("extra", [{}, {"action_repeat": 3}, {"view_strips": 4},
+                                   {"plan_candidates": 4, "action_repeat": 2}])
 def test_resume_gives_the_same_next_action(tmp_path, extra):
     learner = {"warmup_steps": 50, **extra}
     agent = make(learner, episode_steps=50)
@@ -440,3 +465,59 @@ def test_random_options_hold_random_sticks_for_their_decisions_and_survive_a_che
     off.actor.new_episode = False
     acts = np.array([off.actor.act(step) for _ in range(100)])
     assert not np.any(np.all(acts[1:] == acts[:-1], axis=1))  # off: the policy decides every step
+
+
+# ---------------------------------------------------------------- the planner (learner.plan_candidates)
+
+class GreyWalkEnv(WalkEnv):
+    """WalkEnv whose every place is one grey level: the colour histogram tells places apart."""
+
+    def frame(self) -> np.ndarray:
+        return np.full(SHAPE[1:], (self.place * 37) % 256, np.uint8)
+
+
+def test_the_planner_alone_learns_to_walk_where_the_picture_is_new():
+    # The policy barely learns (a tiny actor step size): whatever walks forward more often after the
+    # warm-up is the planner's choice among random draws, from its model of the frame one decision on.
+    novelty = NoveltyConfig(histogram_bins=16, knn=1, exclude_recent=0)
+    agent = make({"plan_candidates": 8, "action_repeat": 2, "actor_lr": 1e-9}, novelty, episode_steps=50)
+    actions, _ = play(agent, GreyWalkEnv(), 800)
+    planned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
+    metrics = agent.learner.step()
+    assert np.isfinite(metrics["model_loss"]) and metrics["model_loss"] >= 0
+
+    alone = make({"action_repeat": 2, "actor_lr": 1e-9}, novelty, episode_steps=50)
+    actions, _ = play(alone, GreyWalkEnv(), 800)
+    unplanned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
+    assert planned > 0.65 and unplanned < 0.55, (planned, unplanned)
+
+
+def test_the_planner_sends_the_candidate_it_scores_farthest_from_the_episode():
+    agent = make({"plan_candidates": 5, "warmup_steps": 0})
+    seen = {}
+    scores = agent.actor._plan_scores
+
+    def spy(obs, actions):
+        out = scores(obs, actions)
+        seen["actions"], seen["scores"] = actions.numpy(), out.numpy()
+        return out
+
+    agent.actor._plan_scores = spy
+    env = WalkEnv()
+    step = env.reset()
+    for _ in range(40):  # past novelty.exclude_recent, so the episode has something to compare with
+        action = agent.actor.act(step)
+        next_step = env.step(action)
+        agent.actor.observe(step, action, next_step)
+        step = next_step
+    assert seen["actions"].shape == (6, 4) and np.all(seen["scores"] >= 0)
+    np.testing.assert_allclose(agent.actor.held, seen["actions"][int(np.argmax(seen["scores"]))], atol=1e-6)
+
+
+def test_the_planner_needs_the_episodic_memory_and_the_shared_encoder():
+    from explorer.config import ConfigError, load
+
+    with pytest.raises(ConfigError, match="novelty.signal = episodic"):
+        load(None, ["learner.plan_candidates=4", "novelty.signal=rnd"])
+    with pytest.raises(ConfigError, match="shared_encoder"):
+        load(None, ["learner.plan_candidates=4", "learner.shared_encoder=false"])

@@ -109,7 +109,7 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(CheckpointError, match="no checkpoint"):
         small_agent().checkpointer(tmp_path / "empty").restore()
-    with pytest.raises(CheckpointError, match=f"does not fit(.|\n)*--config {tmp_path.parent / 'config.toml'}"):
+    with pytest.raises(CheckpointError, match="does not fit(.|\n)*load the settings it was trained with \\(its run has no config.toml"):
         small_agent(hidden=24).checkpointer(tmp_path).restore()
     other_frames = small_agent(shape=(*SHAPE[:2], 3 if SHAPE[2] == 1 else 1))
     with pytest.raises(CheckpointError, match="colour or grey"):  # grey frames against colour ones, or back

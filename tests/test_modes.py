@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from explorer import cli
 from explorer.agent.actor import LearningActor
 from explorer.config import load
+from explorer.core import action_dim
 from explorer.testing.fakes import FakeScreen
 
 SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40", "--set", "learner.batch_size=16",
@@ -16,7 +18,9 @@ SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40", "
          "--set", "learner.replay_mb=8", "--set", "observation.stack=1"]
 
 
-def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [[], ["--set", "learner.plan_candidates=4", "--set", "learner.action_repeat=2"]],
+                         ids=["default", "planner"])
+def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch, extra):
     """Explore trains a checkpoint on the built-in game; play --dry-run acts with it on a screen and records
     what it saw; replay --evaluate runs the checkpoint on that recording. Step by step, the context input
     (previous action, episode-step fraction, novelty averages) and the policy's output are the same.
@@ -24,7 +28,8 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
     One frame per observation: live capture fills the ring between ticks with frames a session does not
     keep, so deeper stacks differ for reasons of capture timing, not of the agent's inputs.
     """
-    assert cli.main(["explore", "--steps", "120", "--out", str(tmp_path / "explore"), "--no-progress", *SMALL]) == 0
+    assert cli.main(["explore", "--steps", "120", "--out", str(tmp_path / "explore"), "--no-progress", *SMALL,
+                     *extra]) == 0
     (run,) = list((tmp_path / "explore").iterdir())
 
     calls: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"now": []}
@@ -59,8 +64,75 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
         np.testing.assert_allclose(ctx_e, ctx_p, atol=1e-6, err_msg=f"context at step {i}")
         np.testing.assert_allclose(mean_e, mean_p, atol=1e-5, err_msg=f"policy output at step {i}")
     contexts = np.stack([c for c, _ in played])
-    assert np.ptp(contexts[:, 4]) > 0 and np.ptp(contexts[:, 5]) > 0  # step fraction and novelty averages moved
-    assert np.ptp(contexts[:, :4]) > 0  # the previous actions too
+    n = action_dim(config.pad.buttons)  # the context: previous action, step fraction, two novelty averages
+    assert np.ptp(contexts[:, n]) > 0 and np.ptp(contexts[:, n + 1]) > 0  # step fraction and novelty averages moved
+    assert np.ptp(contexts[:, :n]) > 0  # the previous actions too
     (eval_run,) = list((tmp_path / "eval").iterdir())
     evaluation = json.loads((eval_run / "evaluation.json").read_text())
     assert evaluation["transitions"] == len(played) and evaluation["recorded_actions"] == len(played)
+
+
+TRAINED = ["--set", "game.name='synthetic'", "--set", "pad.invert_walk_y=true", "--set", "pad.tap_gap=2",
+           "--set", "learner.action_low=[-0.2, -0.3, -0.4, 0.7]", "--set", "learner.action_high=[0.2, 0.3, 0.4, 0.9]",
+           "--set", "game.episode_steps=40"]
+
+
+def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_change_the_policy(
+        tmp_path, monkeypatch, capsys):
+    """A play resumed from a run takes the run's config.toml as its base (its stick range, inverted walk axis,
+    taps, horizon), as explore --resume does, with --set on top; a --set that changes what the trained policy
+    sees or does is refused in one line naming each setting, in play and explore alike."""
+    from explorer.run import play as play_mod
+    from explorer.testing.fakes import RecordingPad
+
+    assert cli.main(["explore", "--steps", "60", "--out", str(tmp_path / "explore"), "--no-progress",
+                     *SMALL, *TRAINED]) == 0
+    (run,) = list((tmp_path / "explore").iterdir())
+    trained = load(run / "config.toml")
+
+    seen: dict[str, object] = {}
+    real = play_mod.play
+
+    def play_on_fakes(config, **kwargs):
+        seen["config"] = config
+        pad = seen["pad"] = RecordingPad()
+        rng = np.random.default_rng(0)
+        shape = (config.observation.height, config.observation.width, 3)
+        screen = FakeScreen([rng.integers(0, 255, shape, dtype=np.uint8) for _ in range(8)])
+        return real(config, pad=pad, screen=screen, countdown_s=0, **kwargs)
+
+    monkeypatch.setattr(play_mod, "play", play_on_fakes)
+    capsys.readouterr()
+    assert cli.main(["play", "--resume", str(run), "--dry-run", "--seconds", "1.5", "--out", str(tmp_path / "play"),
+                     "--record", str(tmp_path / "sessions"), "--set", "control.hz=20"]) == 0
+    config = seen["config"]
+    for key in ("pad", "learner", "observation", "novelty"):
+        assert getattr(config, key) == getattr(trained, key), key
+    assert config.game.episode_steps == 40 and config.pad.invert_walk_y and config.pad.tap_gap == 2
+    assert config.control.hz == 20  # the command line's settings on top
+    sent = np.array(seen["pad"].sent)  # type: ignore[attr-defined]
+    assert len(sent) >= 5
+    low, high = np.array(trained.learner.action_low), np.array(trained.learner.action_high)
+    assert np.all(sent[:, :4] >= low - 1e-6) and np.all(sent[:, :4] <= high + 1e-6), sent[:, :4]
+
+    seen.clear()
+    capsys.readouterr()
+    assert cli.main(["play", "--resume", str(run), "--dry-run", "--set", "pad.invert_walk_y=false",
+                     "--set", "learner.action_high=[0.5, 0.3, 0.4, 0.9]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and not seen, err
+    assert "pad.invert_walk_y = false (the run's: true)" in err and "learner.action_high = [0.5, 0.3, 0.4, 0.9]" in err
+
+    assert cli.main(["explore", "--resume", str(run), "--steps", "80", "--no-progress", "--set", "pad.tap_gap=0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "pad.tap_gap = 0 (the run's: 2)" in err, err
+
+    # replay --evaluate takes the run's settings the same way, a --config file merged over them
+    other = tmp_path / "other.toml"
+    other.write_text("[learner]\naction_low = [-0.5, -1.0, -1.0, 0.6]\n", encoding="utf-8")
+    (session,) = list((tmp_path / "sessions").iterdir())
+    assert cli.main(["replay", str(session), "--evaluate", str(run), "--config", str(other),
+                     "--out", str(tmp_path / "eval")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"explorer: --evaluate {run}: --config") and \
+        "learner.action_low = [-0.5, -1.0, -1.0, 0.6] (the run's: [-0.2, -0.3, -0.4, 0.7])" in err, err

@@ -218,3 +218,49 @@ def test_lifelong_multiplies_the_episodic_reward():
     assert all(b >= p * (1 - 1e-5) and b <= p * 5.0 * (1 + 1e-5) for p, b in rewards)
     assert any(b > p * 1.01 for p, b in rewards)  # the factor is not always 1
     assert "lifelong_predictor" in both.checkpoint_items() and "lifelong_predictor" not in plain.checkpoint_items()
+
+
+def test_oracle_rewards_a_new_cell_once_per_episode_and_needs_a_position():
+    from types import SimpleNamespace
+
+    from explorer.agent.novelty import ORACLE_DECAY, OracleNovelty
+    from explorer.core import ExplorerError
+
+    n = make_novelty(NoveltyConfig(signal="oracle", oracle_cell=64.0), (16, 16, 1), stack=2)
+    assert isinstance(n, OracleNovelty)
+    at = lambda x, y: {"position": SimpleNamespace(x=x, y=y, angle=0.0)}  # noqa: E731
+    n.reset(_obs(0))
+    assert n.score(_obs(0), np.zeros(4), _obs(1), at(10.0, 10.0)) == pytest.approx(1.0)  # the rate starts at 1
+    assert n.score(_obs(1), np.zeros(4), _obs(2), at(60.0, 5.0)) == 0.0  # the same 64-unit cell
+    rate = ORACLE_DECAY * 1.0 * ORACLE_DECAY + (1 - ORACLE_DECAY)  # after a 0, then a 1
+    assert n.score(_obs(2), np.zeros(4), _obs(3), at(70.0, 5.0)) == pytest.approx(1.0 / rate)  # the next cell
+    assert n.score(_obs(3), np.zeros(4), _obs(4), at(-1.0, 5.0)) > 0  # x = -1 is cell -1, not 0
+    n.reset(_obs(0))  # a new episode: the first cell is new again
+    assert n.score(_obs(0), np.zeros(4), _obs(1), at(10.0, 10.0)) > 0
+    with pytest.raises(ExplorerError, match="does not report"):
+        n.score(_obs(0), np.zeros(4), _obs(1), {})
+
+
+def test_knn_distances_are_knn_distance_row_by_row():
+    from explorer.agent.novelty import knn_distances
+
+    rng = np.random.default_rng(0)
+    memory = tf.constant(rng.normal(size=(6, 3)), tf.float32)
+    queries = tf.constant(rng.normal(size=(4, 3)), tf.float32)
+    for count, k, exclude in ((9, 2, 1), (3, 5, 0), (2, 1, 2)):
+        got = knn_distances(queries, memory, tf.constant(count), k, exclude).numpy()
+        want = [float(knn_distance(q, memory, tf.constant(count), k, exclude)) for q in queries]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_replay_gives_the_frame_one_decision_on_for_the_planner():
+    from explorer.agent.replay import Replay
+
+    replay = Replay((2, 2, 1), 2, 1, 1.0, seed=0, after=3)
+    ids = [replay.push_frame(np.full((2, 2, 1), i, np.uint8)) for i in range(10)]
+    replay.add(np.array(ids[0:2]), np.zeros(4), 0.0, 1.0, np.array(ids[6:8]), np.zeros(1), np.zeros(1))  # 3 on: id 4
+    replay.add(np.array(ids[4:6]), np.zeros(4), 0.0, 0.0, np.array(ids[5:7]), np.zeros(1), np.zeros(1))  # episode ends at 6
+    batch = replay.sample(16)
+    newest = batch["obs"][:, 0, 0, -1]
+    want = np.where(newest == 1, 4, 6)
+    np.testing.assert_array_equal(batch["after"][:, 0, 0, 0], want)

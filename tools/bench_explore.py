@@ -34,6 +34,9 @@ switches as the maps made them). It reports per map and averaged over the maps:
 
 It writes the table as ``suite.md`` and all figures as ``suite.json`` in ``--out``.
 
+``--gym`` runs the same agents on Gymnasium games instead (``GYM_MAPS``: Montezuma's Revenge, its cells
+16 x 16 pixels of a room and its rooms counted; a MiniGrid maze of six rooms), with the same figures.
+
 ``--jobs N`` runs N runs at a time, each in a fresh process of its own (and,
 unless ``--threads`` says otherwise, with one TensorFlow thread per pool, so N
 runs share N cores): the figures are those of the same runs one after another
@@ -81,6 +84,15 @@ MAPS: dict[str, list[str]] = {
     **{name: ["game.scenario=freedoom", "game.wad=freedoom1", f"game.map={name}", 'game.args=["-nomonsters"]',
               "game.episode_steps=1050"] for name in ("E1M1", "E1M2", "E1M3")},
 }
+#: the Gymnasium games of ``--gym`` (pip install -e '.[gym]'): Montezuma's Revenge in 16-pixel cells of its rooms,
+#: a MiniGrid maze of six rooms in grid squares (docs/gym.md)
+GYM_MAPS: dict[str, list[str]] = {
+    "montezuma": ["game.name=gym", "game.id=ALE/MontezumaRevenge-v5", "game.episode_steps=1000"],
+    "multiroom": ["game.name=gym", "game.id=MiniGrid-MultiRoom-N6-v0", 'pad.buttons=["a", "b"]',
+                  "game.episode_steps=120"],
+}
+#: every map a run can name
+ALL_MAPS = {**MAPS, **GYM_MAPS}
 #: maps where an episode that ends before its budget has reached the goal
 GOAL_MAPS = ("my_way_home",)
 #: ``learner.update_every`` of the ``frozen`` agent: no update ever happens
@@ -267,7 +279,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
 
     game_sets = _game_sets(overrides)
     sets = [f"run.seed={seed}", f"run.steps={steps}",  # seeds the game, the learner and the novelty networks
-            *MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
+            *ALL_MAPS[map_name], *game_sets, f"run.dir={quote(str(out / 'runs'))}",
             f"run.log_every={max(steps // 20, 1)}"]
     agent = None
     if agent_name == "uniform":
@@ -302,7 +314,8 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
               "overrides": _recorded_overrides(agent_name, overrides),
               "episode_steps": config.game.episode_steps,
               "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
-              "total_cells": summary["distinct_cells"], "steps_per_s": summary["steps_per_s"],
+              "total_cells": summary["distinct_cells"], "rooms": summary.get("distinct_rooms"),
+              "steps_per_s": summary["steps_per_s"],
               "updates_per_s": summary["updates"] / seconds if seconds else 0.0, "wall_s": seconds,
               "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None), **figures}
     goal = f", goal in {figures['early']} of the last {min(figures['episodes'], 20)}" if map_name in GOAL_MAPS else ""
@@ -538,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior, on the learner's stick range), original, "
                          f"frozen (the default learning agent, learning off), or a novelty signal ({', '.join(SIGNALS)})")
     ap.add_argument("--suite", action="store_true", help=f"run on every map of the suite ({', '.join(MAPS)})")
-    ap.add_argument("--maps", nargs="+", choices=list(MAPS), help="run on these maps of the suite only")
+    ap.add_argument("--gym", action="store_true", help=f"run on the Gymnasium suite ({', '.join(GYM_MAPS)}) instead")
+    ap.add_argument("--maps", nargs="+", choices=list(ALL_MAPS), help="run on these maps of the suites only")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="learner.KEY=VALUE or novelty.KEY=VALUE for the learning agents; game.KEY=VALUE for all agents "
                          "and run.threads for all agents (after each map's own settings)")
@@ -572,7 +586,7 @@ def _bench(args: argparse.Namespace) -> int:
     threads = args.threads or (1 if args.jobs > 1 else 0)
     if threads:
         args.overrides.append(f"run.threads=[{threads},{threads}]")
-    maps = args.maps or (list(MAPS) if args.suite else ["my_way_home"])
+    maps = args.maps or (list(GYM_MAPS) if args.gym else list(MAPS) if args.suite else ["my_way_home"])
     load(None, args.overrides)  # a wrong --set is said now, not by each run
     out = Path(args.out)
     _make_out(out)
@@ -607,7 +621,7 @@ def _bench(args: argparse.Namespace) -> int:
     write_results(out / "results.json", results + others)
     table, rows = suite_table(results, args.agents, maps)
     atomic_write(out / "suite.md", table)
-    atomic_write(out / "suite.json", json_text({"maps": {m: MAPS[m] for m in maps}, "steps": args.steps,
+    atomic_write(out / "suite.json", json_text({"maps": {m: ALL_MAPS[m] for m in maps}, "steps": args.steps,
                                                  "seeds": args.seeds, "overrides": args.overrides,
                                                  "table": rows, "runs": results}, indent=1))
     print("\n" + table)

@@ -12,18 +12,56 @@ through a learning actor's scoring and adder.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from explorer.agent.adder import NStepAdder
+from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, split_outputs
-from explorer.agent.novelty import Novelty
+from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, Taps, settle, stack_frames
+
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+_Count = Annotated[int, Field(ge=0, lt=2**62)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ViewState(_Strict):
+    counts: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None
+    frames: _Count
+    value: list[_Finite]
+
+
+class ContextState(_Strict):
+    prev_action: list[_Finite]
+    episode_step: _Count
+    novelty_ema: list[_Finite] = Field(min_length=2, max_length=2)
+    view: ViewState | None = None
+
+
+class ActorState(_Strict):
+    """What :meth:`LearningActor.state` writes (``actor.json`` of a checkpoint); lengths are checked apart."""
+
+    buttons: list[str] | None = None  # absent in checkpoints written before it was kept
+    steps: _Count
+    new_episode: bool
+    noise: list[_Finite] = Field(min_length=N_AXES)
+    rng: dict[str, Any]
+    context: ContextState
+    held: list[_Finite] | None
+    held_steps: _Count
+    option: list[_Finite] | None = None
+    option_left: _Count = 0
+    tap_wait: list[_Count] | None = None
 
 
 class LearningActor:
@@ -42,13 +80,20 @@ class LearningActor:
         (evaluation).
       buttons: the pad buttons the policy holds (``pad.buttons``), one output each after the sticks.
       tap_gap: steps a held button stays released after each press (``pad.tap_gap``; 0: sent as held).
+      planner: ``(encoder, model head)`` of the planner (``learner.plan_candidates``): the encoder the
+        policy reads and a head predicting the novelty embedding of the frame one decision on; its
+        weights follow the policy's in :meth:`set_weights`.
     """
 
     def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
                  obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False,
-                 buttons: tuple[str, ...] = (), tap_gap: int = 0):
+                 buttons: tuple[str, ...] = (), tap_gap: int = 0,
+                 planner: tuple[keras.Model, keras.Model] | None = None):
         self.config = config
         self.policy_net = policy_net
+        self.planner = planner
+        if planner is not None and not isinstance(novelty, EpisodicNovelty):
+            raise ValueError("learner.plan_candidates scores actions against the episodic novelty's memory")
         self.novelty = novelty
         self.context = context
         self.adder = adder
@@ -70,6 +115,10 @@ class LearningActor:
         k, h, w, c = obs_shape
         spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
         self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
+        self.kept_own: bool | None = None  # the last decision was planned: did it keep the policy's own action?
+        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([config.plan_candidates + 1, self.sticks.dim],
+                                                                          tf.float32)]
+        self._plan_scores: Any = self._scores if config.eager else tf.function(self._scores, input_signature=plan_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Ring frames to pre-tanh mean and log-std, in one compiled call."""
@@ -77,15 +126,31 @@ class LearningActor:
         mean, log_std = split_outputs(y, self.config.algo)
         return mean[0], log_std[0]
 
+    def _scores(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """``float32[K]``: how far from this episode's memory the planner expects the frame one decision
+        on to be, for each of ``actions`` (``float32[K, dim]``, as sent) taken on ``obs``."""
+        assert self.planner is not None and isinstance(self.novelty, EpisodicNovelty)
+        encoder, head = self.planner
+        features = encoder(stack_frames(obs)[None], training=False)
+        now = self.novelty.embed(obs[-1][None], training=False)  # the newest frame's embedding, [1, D]
+        change = head([tf.repeat(features, tf.shape(actions)[0], 0), actions], training=False)
+        return self.novelty.distances(now + change)
+
     def warm_up(self) -> None:
         """Trace the compiled policy and novelty now, so nothing traces while a game runs."""
         if not self.config.eager:
             self._policy.get_concrete_function()
+            if self.planner is not None:
+                self._plan_scores.get_concrete_function()
         self.novelty.warm_up()
 
     def set_weights(self, weights: list[np.ndarray]) -> None:
-        """Install new policy weights (call between two decisions, on the acting thread)."""
-        self.policy_net.set_weights(weights)
+        """Install new policy weights, then the planner's model head's when there is one (call between two
+        decisions, on the acting thread)."""
+        n = len(self.policy_net.weights)
+        self.policy_net.set_weights(weights[:n])
+        if self.planner is not None:
+            self.planner[1].set_weights(weights[n:])
 
     def policy(self, obs: tf.Tensor, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pre-tanh mean and log-std of the policy for ``obs`` (``uint8[k, H, W, C]``) in context ``ctx``."""
@@ -101,7 +166,7 @@ class LearningActor:
         """
         c = self.config
         if self.new_episode:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.held = None
             self.option_left = 0
             self.taps.reset()
@@ -126,6 +191,8 @@ class LearningActor:
                     a = np.tanh(mean + np.exp(log_std) * self.noise)
                 else:
                     a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+                if self.planner is not None:
+                    a = self._plan(step, a)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
         return self.taps(self.held.copy())
@@ -133,6 +200,17 @@ class LearningActor:
     def _newest(self, step: Step) -> np.ndarray | None:
         """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
         return step.obs[-1].numpy() if self.context.view is not None else None
+
+    def _plan(self, step: Step, own: np.ndarray) -> np.ndarray:
+        """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
+        ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
+        this episode's memory; the policy's own while nothing is old enough to compare with."""
+        draws = self.rng.uniform(-1.0, 1.0, (self.config.plan_candidates, self.sticks.dim)) + self.sticks.prior
+        squashed = np.concatenate([own[None], np.clip(draws, -1.0, 1.0)]).astype(np.float32)
+        sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
+        best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent)).numpy()))
+        self.kept_own = best == 0
+        return squashed[best]
 
     def _option(self) -> np.ndarray:
         """The squashed action of the random option under way, or of a new one (``random_options``)."""
@@ -146,35 +224,75 @@ class LearningActor:
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         """Score ``next_step``'s novelty, advance the context, and hand the step to the adder."""
         ends = self.held_steps >= self.config.action_repeat
-        return self.record(step, action, next_step, starts=self.started, ends=ends)
+        metrics = self.record(step, action, next_step, starts=self.started, ends=ends)
+        if self.started and self.kept_own is not None:  # a planned decision: the share that kept the policy's
+            metrics["plan_kept_own"] = float(self.kept_own)
+            self.kept_own = None
+        return metrics
 
     def record(self, step: Step, action: Any, next_step: Step, starts: bool, ends: bool) -> dict[str, float]:
         """:meth:`observe` with the decision boundaries given (a recorded session gives its own)."""
         action = np.asarray(action, np.float32)
         obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
         if step.first:
-            self.context.reset(self._newest(step))
+            self.context.reset(self._newest(step), step.info)
             self.novelty.reset(obs)
         ctx = self.context.value()
-        reward = float(self.novelty.reward(obs, tf.constant(action), next_obs))
+        reward = self.novelty.score(obs, action, next_obs, next_step.info)
         self.last_reward = reward
         next_frame = next_step.obs[-1].numpy()
-        self.context.advance(action, reward, next_frame)
+        self.context.advance(action, reward, next_frame, next_step.info)
         if self.adder is not None:
             self.adder.add(step.obs.numpy() if step.first else None, action, reward, next_frame,
                            first=step.first, last=next_step.last, starts=starts, ends=ends,
-                           ctx=ctx, next_ctx=self.context.value())
+                           ctx=ctx, next_ctx=self.context.value(), truncated=next_step.truncated)
         self.steps += 1
         self.new_episode = next_step.last
         return {"novelty": reward}
 
     # -- checkpoint state (a JSON part, see explorer.run.builder)
     def state(self) -> dict[str, Any]:
-        return {"steps": self.steps, "new_episode": self.new_episode, "noise": self.noise.tolist(),
+        return {"buttons": list(self.sticks.buttons), "steps": self.steps, "new_episode": self.new_episode,
+                "noise": self.noise.tolist(),
                 "rng": self.rng.bit_generator.state, "context": self.context.state(),
                 "held": None if self.held is None else self.held.tolist(), "held_steps": self.held_steps,
                 "option": None if self.option is None else self.option.tolist(), "option_left": self.option_left,
                 "tap_wait": self.taps.wait.tolist()}
+
+    def validate_state(self, s: Any) -> None:
+        """Raise ``ValueError`` naming the field when ``s`` is not a state :meth:`state` writes (damage)."""
+        try:
+            state = ActorState.model_validate(s)
+        except ValidationError as err:
+            raise ValueError(first_error(err)) from None
+        if state.buttons is not None and tuple(state.buttons) == self.sticks.buttons:
+            # written for this layout: every action-sized list has its length
+            for name in ("noise", "held", "option"):
+                got = getattr(state, name)
+                if got is not None and len(got) != self.sticks.dim:
+                    raise ValueError(f"{name} has {len(got)} values, its actions {self.sticks.dim} (4 sticks and "
+                                     f"pad.buttons = {list(self.sticks.buttons)})")
+            if len(state.context.prev_action) != self.sticks.dim:
+                raise ValueError(f"context.prev_action has {len(state.context.prev_action)} values, its actions "
+                                 f"{self.sticks.dim}")
+        view = state.context.view
+        if view is not None and self.context.view is not None and len(view.value) != self.context.view.strips:
+            raise ValueError(f"context.view.value has {len(view.value)} strips, learner.view_strips = "
+                             f"{self.context.view.strips}")
+        if view is not None and view.counts is not None and len(view.counts) not in (
+                self.context.view.bins ** c for c in (1, 3, 4) if self.context.view is not None):
+            raise ValueError(f"context.view.counts has {len(view.counts)} colour bins, not a power of "
+                             "novelty.histogram_bins a frame's channels make")
+        validate_rng_state(state.rng, "rng")
+
+    def check_state(self, s: dict[str, Any]) -> None:
+        """Raise ``ValueError`` when a whole state was written for other settings (other pad buttons)."""
+        theirs = s.get("buttons")
+        if theirs is not None and tuple(theirs) != self.sticks.buttons:
+            raise ValueError(f"its actions hold pad.buttons = {list(theirs)}, this agent's {list(self.sticks.buttons)}")
+        if len(s["noise"]) != self.sticks.dim:
+            raise ValueError(f"its actions have {len(s['noise'])} values, this agent's {self.sticks.dim} (4 sticks "
+                             f"and pad.buttons = {list(self.sticks.buttons)})")
 
     def load(self, s: dict[str, Any]) -> None:
         self.steps, self.new_episode, self.held_steps = s["steps"], s["new_episode"], s["held_steps"]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class TransitionSink(Protocol):
@@ -30,6 +31,36 @@ class TransitionSink(Protocol):
     def add(self, obs_ids: Any, action: Any, reward: Any, discount: Any, next_ids: Any, ctx: Any,
             next_ctx: Any) -> None:
         """Store one transition over frame ids."""
+
+
+_Id = Annotated[int, Field(ge=0, lt=2**62)]  # frame ids count up from 0
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _DecisionState(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    ids: list[_Id] = Field(min_length=1)
+    action: list[_Finite]
+    ctx: list[_Finite]
+    ret: _Finite
+    steps: Annotated[int, Field(ge=0)]
+
+
+class AdderState(BaseModel):
+    """What :meth:`NStepAdder.state` writes (``adder.json`` of a checkpoint)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    obs_ids: list[_Id] | None
+    #: (obs ids, action, summed novelty, context, discount) of each decision waiting
+    pending: list[tuple[list[_Id], list[_Finite], _Finite, list[_Finite], Annotated[float, Field(ge=0, le=1)]]]
+    decision: _DecisionState | None
+
+    @field_validator("pending", mode="before")
+    @classmethod
+    def _tuples_from_json(cls, value: Any) -> Any:  # JSON has lists; strict tuples take tuples
+        return [tuple(p) if isinstance(p, list) else p for p in value] if isinstance(value, list) else value
 
 
 @dataclass
@@ -62,7 +93,8 @@ class NStepAdder:
         self.obs_ids: np.ndarray | None = None
 
     def add(self, obs: np.ndarray | None, action: np.ndarray, reward: float, next_frame: np.ndarray, *,
-            first: bool, last: bool, starts: bool, ends: bool, ctx: np.ndarray, next_ctx: np.ndarray) -> None:
+            first: bool, last: bool, starts: bool, ends: bool, ctx: np.ndarray, next_ctx: np.ndarray,
+            truncated: bool = False) -> None:
         """One agent step.
 
         Args:
@@ -75,6 +107,8 @@ class NStepAdder:
           starts: ``action`` is a new decision (not the previous one, held).
           ends: the decision ends with this step (the next step starts a new one).
           ctx: the context the action was chosen in. next_ctx: the context after the step.
+          truncated: with ``last``, the episode was cut by a limit the agent does not see coming
+            (:attr:`explorer.core.Step.truncated`): its transitions bootstrap from ``next_frame``.
         """
         if first or self.obs_ids is None:
             self.pending.clear()
@@ -91,11 +125,12 @@ class NStepAdder:
         d.ret += self.gamma**d.steps * reward
         d.steps += 1
         if ends or last:
-            self._end_decision(next_ids, next_ctx, last)
+            self._end_decision(next_ids, next_ctx, last, truncated)
         self.obs_ids = None if last else next_ids
 
-    def _end_decision(self, next_ids: np.ndarray, next_ctx: np.ndarray, last: bool) -> None:
-        """Queue the open decision; write n-step transitions once ``n_step`` decisions wait (all at the end)."""
+    def _end_decision(self, next_ids: np.ndarray, next_ctx: np.ndarray, last: bool, truncated: bool = False) -> None:
+        """Queue the open decision; write n-step transitions once ``n_step`` decisions wait (all at the end:
+        with no bootstrap where the episode ended, from ``next_ids`` where it was ``truncated``)."""
         d, self.decision = self.decision, None
         assert d is not None
         self.pending.append((d.ids, d.action, d.ret, d.ctx, self.gamma**d.steps))
@@ -106,7 +141,7 @@ class NStepAdder:
                     ret += disc * p[2]
                     disc *= p[4]
                 ids, a, _, cx, _ = self.pending.popleft()
-                self.replay.add(ids, a, ret, 0.0 if last else disc, next_ids, cx, next_ctx)
+                self.replay.add(ids, a, ret, 0.0 if last and not truncated else disc, next_ids, cx, next_ctx)
                 if not last:
                     break
 
@@ -117,6 +152,24 @@ class NStepAdder:
                 "pending": [(p[0].tolist(), p[1].tolist(), p[2], p[3].tolist(), p[4]) for p in self.pending],
                 "decision": None if d is None else {"ids": d.ids.tolist(), "action": d.action.tolist(),
                                                     "ctx": d.ctx.tolist(), "ret": d.ret, "steps": d.steps}}
+
+    def validate_state(self, s: Any) -> None:
+        """Raise ``ValueError`` naming the field when ``s`` is not a state :meth:`state` writes (damage)."""
+        from pydantic import ValidationError
+
+        from explorer.agent.checkpoint import first_error
+
+        try:
+            state = AdderState.model_validate(s)
+        except ValidationError as err:
+            raise ValueError(first_error(err)) from None
+        stacks = {len(ids) for ids in (state.obs_ids, *(p[0] for p in state.pending),
+                                       state.decision.ids if state.decision else None) if ids is not None}
+        want = getattr(self.replay, "stack", None)
+        if len(stacks) > 1 or (want is not None and stacks and stacks != {want}):
+            raise ValueError(f"its frame-id stacks have {sorted(stacks)} ids, this agent's observations stack {want}")
+        if len(state.pending) > self.n_step:
+            raise ValueError(f"pending holds {len(state.pending)} decisions, learner.n_step = {self.n_step}")
 
     def load(self, s: dict[str, Any]) -> None:
         self.obs_ids = None if s["obs_ids"] is None else np.array(s["obs_ids"], np.int64)

@@ -86,6 +86,9 @@ class ArraysPart:
       put: takes the arrays read back and puts them in place.
       check: raises ``ValueError`` (its message says why) when arrays that read back whole do not
         fit (other shapes, more rows than the buffer holds); called before anything changes.
+      validate: raises ``ValueError`` (its message names the array and what is wrong) when arrays
+        that read back whole hold what no save writes (keys missing, ids out of range): the
+        checkpoint is damaged, and skipped. Called before ``check``.
       filename: the archive's name inside the part's folder.
       lock: held while ``state`` is taken and written, and while ``put`` runs (a replay that
         another thread fills, whose ``state`` returns views of its buffers).
@@ -93,8 +96,10 @@ class ArraysPart:
 
     def __init__(self, state: Callable[[], Mapping[str, np.ndarray]], put: Callable[[dict[str, np.ndarray]], None],
                  check: Callable[[dict[str, np.ndarray]], None] | None = None, filename: str = "arrays.npz",
-                 lock: contextlib.AbstractContextManager[Any] | None = None):
+                 lock: contextlib.AbstractContextManager[Any] | None = None,
+                 validate: Callable[[dict[str, np.ndarray]], None] | None = None):
         self.state, self.put, self.check, self.filename = state, put, check, filename
+        self.validate = validate
         self.lock = lock if lock is not None else contextlib.nullcontext()
 
     def save(self, directory: Path) -> None:
@@ -114,11 +119,7 @@ class ArraysPart:
             raise PartDamaged(f"{path.name} is missing") from None
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
             raise PartDamaged(f"{path.name} is damaged ({type(err).__name__}: {_first_line(err)})") from None
-        if self.check is not None:
-            try:
-                self.check(arrays)
-            except ValueError as err:
-                raise PartMismatch(f"{path.name}: {err}") from None
+        _checked(path, arrays, self.validate, self.check)
 
         def commit() -> None:
             with self.lock:
@@ -133,13 +134,19 @@ class JsonPart:
     Args:
       state: returns the JSON-serialisable value to save.
       put: takes the value read back and puts it in place.
-      check: raises ``ValueError`` when a value that reads back whole does not fit.
+      check: raises ``ValueError`` when a value that reads back whole does not fit (was saved
+        under other settings).
+      validate: raises ``ValueError`` (its message names the field and what is wrong) when a value
+        that reads back whole holds what no save writes (a count as text, a negative step, a list
+        of the wrong length): the checkpoint is damaged, and skipped. Called before ``check``.
       filename: the file's name inside the part's folder.
     """
 
     def __init__(self, state: Callable[[], Any], put: Callable[[Any], None],
-                 check: Callable[[Any], None] | None = None, filename: str = "state.json"):
+                 check: Callable[[Any], None] | None = None, filename: str = "state.json",
+                 validate: Callable[[Any], None] | None = None):
         self.state, self.put, self.check, self.filename = state, put, check, filename
+        self.validate = validate
 
     def save(self, directory: Path) -> None:
         (directory / self.filename).write_text(json.dumps(self.state()), encoding="utf-8")
@@ -152,12 +159,23 @@ class JsonPart:
             raise PartDamaged(f"{path.name} is missing") from None
         except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise PartDamaged(f"{path.name} is damaged ({type(err).__name__}: {_first_line(err)})") from None
-        if self.check is not None:
-            try:
-                self.check(value)
-            except ValueError as err:
-                raise PartMismatch(f"{path.name}: {err}") from None
+        _checked(path, value, self.validate, self.check)
         return lambda: self.put(value)
+
+
+def _checked(path: Path, value: Any, validate: Callable[[Any], None] | None,
+             check: Callable[[Any], None] | None) -> None:
+    """Run a part's ``validate`` (damage: :class:`PartDamaged`), then its ``check`` (:class:`PartMismatch`)."""
+    if validate is not None:
+        try:
+            validate(value)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as err:
+            raise PartDamaged(f"{path.name} holds a bad value: {_first_line(err)}") from None
+    if check is not None:
+        try:
+            check(value)
+        except ValueError as err:
+            raise PartMismatch(f"{path.name}: {err}") from None
 
 
 _NAME = re.compile(r"learner-(\d+)(?:\.index)?")
@@ -175,9 +193,13 @@ class Checkpointer:
         checkpoints), by name; the names are part of the checkpoint format.
       parts: what lives outside TensorFlow, by folder name (``state-N/<name>/``).
       keep: how many checkpoints to keep.
+      explain: says which settings differ between the run that wrote the checkpoints and the
+        agent (``pad.buttons = ["a"] (in use: ["b"])``, with the fix), or None when it finds none;
+        used in the message when a checkpoint does not fit.
     """
 
-    def __init__(self, directory: str | Path, tf_items: Mapping[str, Any], parts: Mapping[str, Part], keep: int = 2):
+    def __init__(self, directory: str | Path, tf_items: Mapping[str, Any], parts: Mapping[str, Part], keep: int = 2,
+                 explain: Callable[[], str | None] | None = None):
         bad = [n for n in parts if not _PART_NAME.fullmatch(n) or n.endswith("_temp")]
         if bad:
             raise ValueError(f"part names must be plain folder names, got {bad}")
@@ -188,6 +210,7 @@ class Checkpointer:
         self.checkpoint = tf.train.Checkpoint(**tf_items)
         self.parts = dict(parts)
         self.keep = keep
+        self.explain = explain
         #: set when a save failed (a full disk): the run stops, and its way out does not try again
         self.failed = False
         self._resumed_from: int | None = None  # the step restored, until a save has pruned what came after it
@@ -400,10 +423,23 @@ class Checkpointer:
 
     def _mismatch(self, prefix: Path, why: str) -> CheckpointError:
         settings = self.directory.parent / "config.toml"
+        try:
+            differences = self.explain() if self.explain is not None else None
+        except Exception as err:  # the explanation is a courtesy: a run's unreadable config.toml says so
+            differences = None
+            why = f"{why}; {settings} cannot be read ({type(err).__name__}: {_first_line(err)})"
+        if differences:
+            return CheckpointError(f"checkpoint {prefix} does not fit this agent: {differences}. ({why})")
+        if self.explain is not None and settings.is_file():
+            return CheckpointError(
+                f"checkpoint {prefix} does not fit this agent, although the settings in use match those of its run "
+                f"({settings}) in every setting that shapes the networks: it was written by another version of "
+                f"explorer, or {settings} was edited after it. ({why})")
+        load = f": --config {settings}" if self.explain is None else " (its run has no config.toml to compare)"
         return CheckpointError(
             f"checkpoint {prefix} does not fit this agent: its network sizes or its observations (frame size, "
             f"colour or grey, stack) differ from the settings now in use; to continue that run, load the settings "
-            f"it was trained with: --config {settings}. ({why})")
+            f"it was trained with{load}. ({why})")
 
 
 # ---------------------------------------------------------------- what is on disk
@@ -443,6 +479,29 @@ def _complete_steps(directory: Path) -> list[int]:
                 and (directory / f"state-{step}").is_dir()):
             out.append(step)
     return out
+
+
+# ---------------------------------------------------------------- checks of what parts read back
+
+def validate_rng_state(state: Any, what: str) -> None:
+    """Raise ``ValueError`` unless ``state`` is a state numpy's PCG64 takes (``Generator.bit_generator.state``)."""
+    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
+        raise ValueError(f"{what} is not a PCG64 state: {str(state)[:80]}")
+    try:
+        np.random.PCG64().state = state  # type: ignore[assignment]
+    except (ValueError, TypeError, KeyError, OverflowError) as err:
+        raise ValueError(f"{what} is not a PCG64 state ({type(err).__name__}: {err})") from None
+
+
+def first_error(err: Any) -> str:
+    """The first problem of a pydantic ``ValidationError`` as ``field = value: what is wrong``."""
+    e = err.errors(include_url=False)[0]
+    field = ".".join(str(x) for x in e["loc"]) or "the document"
+    if e["type"] == "missing":
+        return f"{field} is missing"
+    shown = repr(e.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{field} = {shown}: {e['msg'].removeprefix('Value error, ')}"
 
 
 # ---------------------------------------------------------------- helpers

@@ -8,6 +8,7 @@ same input in explore, play and replay.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,56 @@ class ViewRarity:
         self.value = np.array(state["value"], np.float32)
 
 
+class OracleMap:
+    """A diagnosis, never a default: the map cells around the player that the episode has stood in.
+
+    A ``size`` x ``size`` grid of ``cell``-sized squares centred on the player and turned with the
+    player's heading (rows ahead to behind, columns left to right), each 1 where the episode has
+    stood in the map cell under the square's centre, else 0: the memory of where it has been that
+    an agent with perfect place recognition would carry. It reads the position the game reports
+    (``info["position"]``), which the agent never sees otherwise; learning with it tells how far
+    a memory of the episode could take the learner.
+
+    Args:
+      size: squares per side (odd: the player's own cell in the middle).
+      cell: side of a cell, map units (the coverage figures' 64).
+    """
+
+    def __init__(self, size: int, cell: float):
+        self.size, self.cell = int(size), float(cell)
+        half = self.size // 2
+        ahead, right = np.meshgrid(np.arange(half, -half - 1, -1), np.arange(-half, half + 1), indexing="ij")
+        self._ahead, self._right = ahead.ravel() * self.cell, right.ravel() * self.cell  # [size * size], map units
+        self.reset()
+
+    def reset(self) -> None:
+        self.visited: set[tuple[int, int]] = set()
+        self.value = np.zeros(self.size * self.size, np.float32)
+
+    def _cell(self, x: Any, y: Any) -> Any:
+        return np.floor(np.asarray(x) / self.cell).astype(np.int64), np.floor(np.asarray(y) / self.cell).astype(np.int64)
+
+    def see(self, info: Mapping[str, Any]) -> None:
+        """The player stands where ``info["position"]`` says (x, y in map units, angle in degrees)."""
+        where = info.get("position")
+        if where is None:
+            raise ValueError("learner.oracle_map reads the player's position, which this game does not report: use "
+                             "it with the built-in game (game.name = vizdoom or synthetic)")
+        cx, cy = self._cell(where.x, where.y)
+        self.visited.add((int(cx), int(cy)))
+        a = np.radians(where.angle)
+        fx, fy = np.cos(a), np.sin(a)  # ahead; right is (fy, -fx)
+        gx, gy = self._cell(where.x + self._ahead * fx + self._right * fy, where.y + self._ahead * fy - self._right * fx)
+        self.value = np.array([(int(i), int(j)) in self.visited for i, j in zip(gx, gy, strict=True)], np.float32)
+
+    def state(self) -> dict[str, Any]:
+        return {"visited": sorted(self.visited), "value": self.value.tolist()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.visited = {(int(i), int(j)) for i, j in state["visited"]}
+        self.value = np.array(state["value"], np.float32)
+
+
 class Context:
     """Previous action, episode-step fraction, two recent-novelty averages and, with ``view_strips``,
     the :class:`ViewRarity` of the newest frame: ``float32[dim]``.
@@ -89,18 +140,24 @@ class Context:
       action_dim: width of an action (the four sticks and the policy's buttons).
       view_strips: ``learner.view_strips`` (0: none).
       bins: colour bins per channel of the view rarity (``novelty.histogram_bins``).
+      oracle_map: ``learner.oracle_map``, squares per side of the :class:`OracleMap` (0: none; a diagnosis).
+      cell: side of the oracle map's cells, map units.
     """
 
-    def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6):
+    def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6,
+                 oracle_map: int = 0, cell: float = 64.0):
         self.enabled = enabled
         self.horizon = int(horizon)
         self.action_dim = int(action_dim)
         self.view = ViewRarity(view_strips, bins) if enabled and view_strips else None
-        self.dim = self.action_dim + 3 + (view_strips if self.view else 0) if enabled else 1
+        self.oracle = OracleMap(oracle_map, cell) if enabled and oracle_map else None
+        extra = (view_strips if self.view else 0) + (oracle_map**2 if self.oracle else 0)
+        self.dim = self.action_dim + 3 + extra if enabled else 1
         self.reset()
 
-    def reset(self, frame: np.ndarray | None = None) -> None:
-        """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` when given."""
+    def reset(self, frame: np.ndarray | None = None, info: Mapping[str, Any] | None = None) -> None:
+        """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` and whose first report is
+        ``info`` when given."""
         self.prev_action = np.zeros(self.action_dim, np.float32)
         self.episode_step = 0
         self.novelty_ema = np.ones(2, np.float32)
@@ -108,6 +165,10 @@ class Context:
             self.view.reset()
             if frame is not None:
                 self.view.see(frame)
+        if self.oracle is not None:
+            self.oracle.reset()
+            if info is not None:
+                self.oracle.see(info)
 
     def value(self) -> np.ndarray:
         """The context now: ``float32[dim]``."""
@@ -117,11 +178,14 @@ class Context:
         parts = [self.prev_action, np.array([frac], np.float32), self.novelty_ema]
         if self.view is not None:
             parts.append(self.view.value)
+        if self.oracle is not None:
+            parts.append(self.oracle.value)
         return np.concatenate(parts).astype(np.float32)
 
-    def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None) -> None:
+    def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None,
+                info: Mapping[str, Any] | None = None) -> None:
         """``action`` was taken, scored ``novelty`` and led to ``frame`` (``uint8[H, W, C]``, needed
-        with ``view_strips``): one agent step on."""
+        with ``view_strips``), reported with ``info`` (needed with ``oracle_map``): one agent step on."""
         self.novelty_ema = (EMA_RATES * self.novelty_ema + (1 - EMA_RATES) * novelty).astype(np.float32)
         self.prev_action = np.asarray(action, np.float32)
         self.episode_step += 1
@@ -129,12 +193,16 @@ class Context:
             if frame is None:
                 raise ValueError("learner.view_strips needs the frame each action led to")
             self.view.see(frame)
+        if self.oracle is not None:
+            self.oracle.see(info or {})
 
     def state(self) -> dict[str, Any]:
         s = {"prev_action": self.prev_action.tolist(), "episode_step": self.episode_step,
              "novelty_ema": self.novelty_ema.tolist()}
         if self.view is not None:
             s["view"] = self.view.state()
+        if self.oracle is not None:
+            s["oracle_map"] = self.oracle.state()
         return s
 
     def load(self, state: dict[str, Any]) -> None:
@@ -146,3 +214,8 @@ class Context:
                 self.view.load(state["view"])
             else:  # a checkpoint written without view_strips: the episode's colours start afresh
                 self.view.reset()
+        if self.oracle is not None:
+            if "oracle_map" in state:
+                self.oracle.load(state["oracle_map"])
+            else:
+                self.oracle.reset()

@@ -31,10 +31,11 @@ from explorer.agent.networks import (
     StickRange,
     build_encoder,
     build_heads,
+    build_model_head,
     build_policy_net,
     split_outputs,
 )
-from explorer.agent.novelty import Novelty
+from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.agent.replay import Replay
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, ExplorerError
@@ -142,6 +143,17 @@ class Learner:
         self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim)
         self._prior_offset = self.sticks.prior_offset(config.algo)
         self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
+        # The planner's model (learner.plan_candidates): the critic's encoder, then a head predicting the
+        # novelty embedding of the frame one decision on; its loss trains the encoder too (an auxiliary task).
+        self.plan_target: keras.Model | None = None
+        self.model_head: keras.Model | None = None
+        if config.plan_candidates:
+            if not isinstance(novelty, EpisodicNovelty):
+                raise ExplorerError("learner.plan_candidates scores actions against the episodic novelty's memory: "
+                                    "set novelty.signal = episodic")
+            self.plan_target = novelty.embed
+            out = int(novelty.embed.output_shape[-1])
+            self.model_head = build_model_head(config.feature, config, out, dim)
         self.target_encoder = self._encoder("target_encoder")
         self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads", dim)
         for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
@@ -154,6 +166,8 @@ class Learner:
         self.critic_opt = keras.optimizers.Adam(config.critic_lr)
         self.alpha_opt = keras.optimizers.Adam(config.alpha_lr)
         self.critic_vars = self.encoder.trainable_variables + self.heads.trainable_variables
+        if self.model_head is not None:
+            self.critic_vars += self.model_head.trainable_variables
         self.actor_opt.build(self.actor.trainable_variables)
         self.critic_opt.build(self.critic_vars)
         self.alpha_opt.build([self.log_alpha])
@@ -164,6 +178,8 @@ class Learner:
                 "reward": tf.TensorSpec([b], tf.float32), "discount": tf.TensorSpec([b], tf.float32),
                 "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
                 "next_ctx": tf.TensorSpec([b, ctx_dim], tf.float32)}
+        if self.plan_target is not None:
+            spec["after"] = tf.TensorSpec([b, *self.plan_target.input_shape[1:]], tf.uint8)
         self._spec = spec
         self._checks: FiniteChecks | None = None  # set while an XLA-compiled update traces
         # batch -> (metrics, first failed check): eager, a tf.function, or one XLA cluster
@@ -263,7 +279,23 @@ class Learner:
         features = self.encoder(obs, training=True)
         q = self.heads([features, batch["action"], batch["ctx"]], training=True)
         loss = tf.reduce_mean(tf.square(q - y[:, None]))
-        return loss, features, {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
+        metrics = {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
+        if self.model_head is not None:
+            model_loss = self.model_loss(features, batch)
+            metrics["model_loss"] = model_loss
+            loss = loss + self.config.model_weight * model_loss
+        return loss, features, metrics
+
+    def model_loss(self, features: tf.Tensor, batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        """Squared error of the planner's predicted embedding of the frame one decision on (``batch["after"]``),
+        summed over the embedding, averaged over the batch. The head predicts the change from the
+        embedding of the observation's newest frame, so standing still is learnt at once."""
+        assert self.model_head is not None and self.plan_target is not None
+        channels = int(self.plan_target.input_shape[-1])
+        now = self.plan_target(batch["obs"][..., -channels:], training=False)
+        change = tf.stop_gradient(self.plan_target(batch["after"], training=False) - now)
+        pred = self.model_head([features, batch["action"]], training=True)
+        return tf.reduce_mean(tf.reduce_sum(tf.square(pred - change), -1))
 
     def _apply(self, opt: keras.optimizers.Optimizer, tape: tf.GradientTape, loss: tf.Tensor, variables: list,
                clip: float, name: str) -> tf.Tensor:
@@ -370,8 +402,10 @@ class Learner:
         return metrics
 
     def get_weights(self) -> list[np.ndarray]:
-        """The policy's weights (with a shared encoder, the critic's encoder's too), for an actor."""
-        return [w.numpy() for w in self.policy_net.weights]
+        """The policy's weights (with a shared encoder, the critic's encoder's too), then the planner's
+        model head's when there is one, for an actor."""
+        models = [self.policy_net] if self.model_head is None else [self.policy_net, self.model_head]
+        return [w.numpy() for m in models for w in m.weights]
 
     def dummy_batch(self, seed: int = 0) -> dict[str, tf.Tensor]:
         rng = np.random.default_rng(seed)
@@ -414,4 +448,5 @@ class Learner:
     def checkpoint_items(self) -> dict[str, Any]:
         return {"actor": self.actor, "encoder": self.encoder, "heads": self.heads, "target_encoder": self.target_encoder,
                 "target_heads": self.target_heads, "log_alpha": self.log_alpha, "actor_opt": self.actor_opt,
-                "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt, "updates": self.updates, "rng": self.rng}
+                "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt, "updates": self.updates, "rng": self.rng,
+                **({} if self.model_head is None else {"model_head": self.model_head})}

@@ -96,6 +96,18 @@ def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, na
     return keras.Model([f_in, a_in, c_in], keras.layers.Concatenate()(qs), name=name)
 
 
+def build_model_head(feature: int, config: LearnerConfig, out: int, dim: int = N_AXES) -> keras.Model:
+    """The planner's model after the encoder: ``(features, float32[dim] action)`` -> ``float32[out]``, how the
+    novelty embedding of the frame one decision later differs from the newest frame's (``learner.plan_candidates``)."""
+    f_in = keras.Input([feature])
+    a_in = keras.Input([dim])
+    h = keras.layers.Concatenate()([f_in, a_in])
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 401))(h)
+    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 402))(h)
+    y = keras.layers.Dense(out, kernel_initializer=_init(config.seed + 403))(h)
+    return keras.Model([f_in, a_in], y, name="model_head")
+
+
 def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), feature: int = 128,
                  seed: int = 0, name: str = "policy") -> keras.Model:
     """A fixed, context-free policy ``pi(obs)``: ``uint8[B, H, W, k*C]`` -> ``float32[B, 4]`` in (-1, 1).

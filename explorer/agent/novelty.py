@@ -13,13 +13,15 @@ The math lives in pure functions (:func:`knn_distance`, :func:`pixel_difference`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from explorer.config import NoveltyConfig
-from explorer.core import N_AXES
+from explorer.core import N_AXES, ExplorerError
 
 _EPS = 1e-8
 
@@ -52,6 +54,21 @@ def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, 
     kk = tf.minimum(k, n)
     nearest = -tf.math.top_k(-d, k=kk).values
     return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest), lambda: tf.constant(-1.0))
+
+
+def knn_distances(queries: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, exclude: int = 0) -> tf.Tensor:
+    """:func:`knn_distance` of each row of ``queries`` (``float32[Q, D]``): ``float32[Q]``, each -1 when no
+    entry is valid. Differentiable in ``queries``."""
+    size = tf.shape(memory)[0]
+    count = tf.cast(count, tf.int32)
+    slots = tf.range(size)
+    age = tf.math.floormod(count - 1 - slots, size)
+    valid = (slots < count) & (age >= exclude)  # [N]
+    d = tf.sqrt(tf.reduce_sum(tf.square(memory[None] - queries[:, None]), axis=-1) + _EPS)  # [Q, N]
+    d = tf.where(valid[None], d, tf.fill(tf.shape(d), float("inf")))
+    kk = tf.minimum(k, tf.reduce_sum(tf.cast(valid, tf.int32)))
+    nearest = -tf.math.top_k(-d, k=kk).values  # [Q, kk]
+    return tf.cond(kk > 0, lambda: tf.reduce_mean(nearest, -1), lambda: -tf.ones(tf.shape(queries)[:1]))
 
 
 def running_quantile(history: tf.Tensor, count: tf.Tensor, q: float) -> tf.Tensor:
@@ -193,6 +210,11 @@ class Novelty:
     def reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         """Normalised novelty of ``next_obs`` (float32 scalar); updates memory and normalisers."""
         return self._reward_fn(obs, action, next_obs)
+
+    def score(self, obs: tf.Tensor, action: Any, next_obs: tf.Tensor, info: Mapping[str, Any]) -> float:
+        """The reward of one step as an actor scores it: :meth:`reward` of its frames. ``info`` is what
+        the game reported with ``next_obs``; only a signal that reads it (the oracle) looks."""
+        return float(self.reward(obs, tf.constant(action, tf.float32), next_obs))
 
     def train(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> dict[str, tf.Tensor]:
         """Fit the signal's learned model on a batch (called inside the learner's compiled step)."""
@@ -348,6 +370,11 @@ class EpisodicNovelty(Novelty):
             self.optimizer = keras.optimizers.Adam(config.learning_rate)
         self.lifelong = Lifelong(config, frame_shape) if config.lifelong == "rnd" else None
         super().__init__(config, frame_shape, stack, action_dim)
+
+    def distances(self, queries: tf.Tensor) -> tf.Tensor:
+        """``float32[Q]``: the kNN distance of each embedding of ``queries`` (``float32[Q, D]``) to this
+        episode's memory, as the reward measures a new frame's (-1 while nothing is old enough)."""
+        return knn_distances(queries, self.memory, self.count, self.config.knn, self.config.exclude_recent)
 
     def _embed(self, frame: tf.Tensor) -> tf.Tensor:
         e = self.embed(frame[None], training=False)[0]
@@ -540,8 +567,59 @@ class ForwardNovelty(Novelty):
         return {**super().checkpoint_items(), "model": self.model, "optimizer": self.optimizer}
 
 
+#: decay per agent step of the oracle's running rate of new cells (about two episodes of memory)
+ORACLE_DECAY = 0.999
+
+
+class OracleNovelty(Novelty):
+    """A diagnosis, never a default: the novelty the coverage figures measure, read from the game.
+
+    A step into a map cell (``oracle_cell`` map units square) that the episode has not stood in
+    earns 1, any other step 0, divided by the running rate of such steps (decay ``ORACLE_DECAY`` per
+    step, slower than the other signals' normaliser, whose 100-step mean of a rare event swings
+    too far), so the reward's mean is near 1 as every signal's is. The position
+    comes from the game's report (``info["position"]``, the built-in game's), which the agent
+    never sees otherwise: learning on it tells how far a perfect reward takes a learner, apart
+    from how well a picture-based signal tracks place. The episode's cells live in a Python set
+    and restart with each episode (they are not in checkpoints: a resumed run's episode counts
+    its cells afresh).
+    """
+
+    name = "oracle"
+
+    def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
+                 action_dim: int = N_AXES):
+        super().__init__(config, frame_shape, stack, action_dim)
+        self.cells: set[tuple[int, int]] = set()
+
+    def reset(self, obs: tf.Tensor) -> None:
+        self.cells = set()
+
+    def score(self, obs: tf.Tensor, action: Any, next_obs: tf.Tensor, info: Mapping[str, Any]) -> float:
+        where = info.get("position")
+        if where is None:
+            raise ExplorerError("novelty.signal = oracle reads the player's position, which this game does not "
+                                "report: use it with the built-in game (game.name = vizdoom or synthetic)")
+        cell = (int(np.floor(where.x / self.config.oracle_cell)), int(np.floor(where.y / self.config.oracle_cell)))
+        new = float(cell not in self.cells)
+        self.cells.add(cell)
+        first = int(self.steps.numpy()) == 0
+        rate = new if first else ORACLE_DECAY * float(self.mean.numpy()) + (1.0 - ORACLE_DECAY) * new
+        self.mean.assign(rate)
+        self.steps.assign_add(1)
+        return new / max(rate, 1e-3)
+
+    def reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        raise ExplorerError("novelty.signal = oracle scores a step from the position the game reports, not from "
+                            "frames alone: call score() with the step's info")
+
+    def warm_up(self) -> None:
+        pass
+
+
 SIGNALS: dict[str, type[Novelty]] = {
-    "episodic": EpisodicNovelty, "pixel": PixelNovelty, "rnd": RNDNovelty, "forward": ForwardNovelty}
+    "episodic": EpisodicNovelty, "pixel": PixelNovelty, "rnd": RNDNovelty, "forward": ForwardNovelty,
+    "oracle": OracleNovelty}
 
 
 def make_novelty(config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,

@@ -28,9 +28,13 @@ class Replay:
     """
 
     def __init__(self, frame_shape: tuple[int, int, int], stack: int, ctx_dim: int, memory_mb: float, seed: int,
-                 action_dim: int = N_AXES):
+                 action_dim: int = N_AXES, after: int = 0):
         self.frame_shape = tuple(frame_shape)
         self.stack = stack
+        #: with after > 0, a sample also holds the frame ``after`` agent steps past each observation's newest
+        #: (the planner's target: frames of an episode are pushed one per step, so that frame's id is the
+        #: newest's plus ``after``), or the next observation's newest when that comes sooner
+        self.after = int(after)
         #: frames kept, and transitions kept (one per frame pushed)
         self.capacity = n = replay_slots(self.frame_shape, stack, memory_mb)
         # Touch every page now: the whole memory cap is taken at the start, so a long run's
@@ -132,9 +136,13 @@ class Replay:
                 "ctx": self.ctx[idx], "next_ctx": self.next_ctx[idx]}
 
     def _with_frames(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"obs": self._stacked(rows["obs_ids"]), "action": rows["action"], "reward": rows["reward"],
-                "discount": rows["discount"], "next_obs": self._stacked(rows["next_ids"]),
-                "ctx": rows["ctx"], "next_ctx": rows["next_ctx"]}
+        out = {"obs": self._stacked(rows["obs_ids"]), "action": rows["action"], "reward": rows["reward"],
+               "discount": rows["discount"], "next_obs": self._stacked(rows["next_ids"]),
+               "ctx": rows["ctx"], "next_ctx": rows["next_ctx"]}
+        if self.after:
+            ids = np.minimum(rows["obs_ids"][:, -1] + self.after, rows["next_ids"][:, -1])
+            out["after"] = self.frames[ids % self.capacity]
+        return out
 
     def state(self) -> dict[str, np.ndarray]:
         n = len(self)
@@ -155,6 +163,37 @@ class Replay:
         if len(frames) > self.capacity or len(obs_ids) > self.capacity:
             raise ValueError(f"it holds {max(len(frames), len(obs_ids))} rows, more than this replay's {self.capacity} "
                              "(learner.replay_mb)")
+
+    def validate(self, state: dict[str, np.ndarray]) -> None:
+        """Raise ``ValueError`` naming the array when saved arrays hold what :meth:`state` never writes (damage)."""
+        kinds = {"frames": np.uint8, "obs_ids": np.int64, "next_ids": np.int64, "action": np.float32,
+                 "reward": np.float32, "discount": np.float32, "ctx": np.float32, "next_ctx": np.float32,
+                 "counters": np.int64}
+        missing = sorted(set(kinds) - set(state))
+        if missing:
+            raise ValueError(f"{', '.join(missing)} missing")
+        for key, kind in kinds.items():
+            if state[key].dtype != kind:
+                raise ValueError(f"{key} is {state[key].dtype}, not {np.dtype(kind)}")
+        counters = state["counters"]
+        if counters.shape != (2,) or (counters < 0).any():
+            raise ValueError(f"counters = {counters.tolist()}: two counts of frames and transitions written")
+        frames_written, written = (int(x) for x in counters)
+        n = len(state["obs_ids"])
+        if len(state["frames"]) > frames_written or n > written:
+            raise ValueError(f"it holds {len(state['frames'])} frames and {n} transitions, more than counters = "
+                             f"{counters.tolist()} says were written")
+        rows = {key: len(state[key]) for key in kinds if key not in ("frames", "counters")}
+        if len(set(rows.values())) > 1:
+            raise ValueError(f"its arrays have different numbers of rows: {rows}")
+        for key in ("obs_ids", "next_ids"):
+            ids = state[key]
+            if ids.size and (ids.min() < 0 or ids.max() >= frames_written):
+                raise ValueError(f"{key} holds frame ids from {ids.min()} to {ids.max()}; the frames written are "
+                                 f"0 to {frames_written - 1}")
+        for key in ("action", "reward", "discount", "ctx", "next_ctx"):
+            if not np.isfinite(state[key]).all():
+                raise ValueError(f"{key} holds NaN or infinite values")
 
     def load(self, state: dict[str, np.ndarray]) -> None:
         self.frames_written, self.written = (int(x) for x in state["counters"])

@@ -12,6 +12,7 @@ from explorer.core import ExplorerError
 if TYPE_CHECKING:
     from explorer.config import Config
     from explorer.envs.doom import DoomEnv
+    from explorer.envs.gym.env import GymEnv
     from explorer.envs.synthetic import SyntheticEnv
     from explorer.envs.vizdoom import DoomGame
 
@@ -24,8 +25,12 @@ def make_game(config: Config) -> DoomGame:
     raise ExplorerError(f"game.name = {config.game.name} has no engine window; use game.name = vizdoom")
 
 
-def make_env(config: Config) -> DoomEnv | SyntheticEnv:
+def make_env(config: Config) -> DoomEnv | SyntheticEnv | GymEnv:
     """The built-in game ``config.game.name`` names as a synchronous :class:`~explorer.core.Env` (explore)."""
+    if config.game.name == "gym":
+        from explorer.envs.gym.env import GymEnv
+        return GymEnv(config.game, config.observation, config.observation.stack, config.ring.capacity,
+                      config.pad.buttons)
     if config.game.name == "synthetic":
         from explorer.envs.synthetic import SyntheticEnv
         return SyntheticEnv(config.game, config.observation, config.observation.stack, config.ring.capacity)

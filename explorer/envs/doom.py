@@ -35,10 +35,17 @@ class DoomEnv:
         self.frame_shape = game.shape
         self.ring = FrameRing(ring_capacity, game.shape)
         self._started = False
+        self.cell = 64.0  # coverage cell size, map units
 
     def _step(self, first: bool = False, last: bool = False) -> Step:
+        # A timeout is game.episode_steps running out: the budget the context counts down, not a truncation.
         return Step(self.ring.latest(self.stack), first=first, last=last, t=time.monotonic(),
                     info={"position": self.game.position()})
+
+    def seed(self, seed: int) -> None:
+        """The next :meth:`reset` starts a new episode with this engine seed (the first one included)."""
+        self.game.game.set_seed(int(seed) % 2**32)
+        self._started = True
 
     def reset(self) -> Step:
         if self._started:

@@ -67,7 +67,8 @@ class LiveEnv:
       capture_fps: frames grabbed per second.
       hz: agent steps per second.
       blank_s: uniform frames for this long stop the run (a black or minimised window).
-      stall_s: no new frame for this long stops the run.
+      stall_s: no new frame for this long while the loop waits for one stops the run (a frame older than this
+        at a tick makes the loop wait this long for a new one).
       watchdog_s: centre the pad when no action was sent for this long (None: no watchdog).
       first_frame_timeout_s: how long :meth:`reset` waits for the first frame.
       checks: more health checks run every tick (the game engine, ...); each raises to stop.
@@ -89,7 +90,7 @@ class LiveEnv:
         self.capture = CaptureThread(screen, self.ring, capture_fps, blank_s, lost_s=stall_s)
         self.pacer = Pacer(hz, stop=stop)
         self.stall_s = stall_s
-        self.first_frame_timeout_s = first_frame_timeout_s
+        self.first_frame_timeout_s = max(first_frame_timeout_s, stall_s)
         self.checks = tuple(checks)
         self.watchdog = Watchdog(pad, watchdog_s) if watchdog_s else None
         self.latencies = LatencyHistogram()
@@ -137,12 +138,27 @@ class LiveEnv:
         for check in self.checks:
             check()
         step = self._observe()
-        now = time.monotonic()
-        if now - step.t > self.stall_s:
-            raise StalledCapture(f"no new frame for {now - step.t:.1f} s: the capture stopped delivering "
-                                 "(window closed or moved off screen, display gone?)")
+        if time.monotonic() - step.t > self.stall_s:
+            step = self._wait_for_picture(step)
         self._obs_t = step.t
         return step
+
+    def _wait_for_picture(self, step: Step) -> Step:
+        """The newest frame is older than ``stall_s``: wait that long for a new one, and stop if none comes.
+
+        The loop's own work (a checkpoint restored, a function traced on its first call, an update beside it) can
+        hold a live capture back on a loaded machine, and a slow capture leaves gaps: neither is a capture that
+        stopped. Only one that delivers nothing while the loop waits for it, with the CPU left to it, is stalled.
+        """
+        waited = time.monotonic()
+        if not self.capture.wait_for_picture(step.t, self.stall_s):
+            self.capture.check()  # an error in the capture thread says more
+            now = time.monotonic()
+            raise StalledCapture(f"no new frame for {now - step.t:.1f} s, {now - waited:.1f} s of them waiting for "
+                                 f"one (capture.stall_seconds = {self.stall_s:g}): the capture stopped delivering "
+                                 "(window closed or moved off screen, display gone?)")
+        self.capture.check()
+        return self._observe()
 
     def idle(self) -> None:
         """Paused (a hotkey, the window not in front): the sticks centred once, the watchdog fed, a short wait."""

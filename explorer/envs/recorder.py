@@ -46,6 +46,12 @@ STEPS = "steps.jsonl"
 JOURNAL = "journal.jsonl"
 CHUNKS = "chunks"
 
+#: bounds a session's files are held to (the reader refuses anything beyond them before allocating)
+MAX_CHUNK_FRAMES = 4096  # frames per chunk (record.chunk_frames)
+MAX_FRAME_SIDE = 16384  # pixels of a frame's height or width
+MAX_CHANNELS = 4
+MAX_CHUNK_BYTES = 2**32  # uncompressed frames of one chunk
+
 
 #: where a session can go instead, in messages
 ELSEWHERE = "record elsewhere (--out, --record or record.dir)"
@@ -153,8 +159,8 @@ class Recorder:
     def __init__(self, path: str | Path, meta: Mapping[str, Any] | None = None, chunk_frames: int = 64,
                  queue_chunks: int = 4, block_s: float | None = 1.0, level: int = 1,
                  buttons: tuple[str, ...] = ()):
-        if chunk_frames < 1:
-            raise ValueError(f"chunk_frames must be at least 1, got {chunk_frames}")
+        if not 1 <= chunk_frames <= MAX_CHUNK_FRAMES:
+            raise ValueError(f"chunk_frames must be from 1 to {MAX_CHUNK_FRAMES}, got {chunk_frames}")
         self.path = Path(path)
         self.chunk_frames = int(chunk_frames)
         self.block_s = block_s
@@ -228,6 +234,12 @@ class Recorder:
         if array.dtype != np.uint8 or array.ndim != 3:
             raise RecorderError(f"a frame is uint8[H, W, C], got {array.dtype}{list(array.shape)}")
         if self._shape is None:
+            h, w, c = array.shape
+            if not (0 < h <= MAX_FRAME_SIDE and 0 < w <= MAX_FRAME_SIDE and 0 < c <= MAX_CHANNELS) or \
+                    self.chunk_frames * array.size > MAX_CHUNK_BYTES:
+                raise RecorderError(f"frames of {list(array.shape)} cannot be recorded in chunks of {self.chunk_frames}: "
+                                    f"a session's frames are at most {MAX_FRAME_SIDE} pixels a side with 1 to "
+                                    f"{MAX_CHANNELS} channels, and a chunk at most {MAX_CHUNK_BYTES >> 20} MiB")
             self._shape = array.shape
         elif array.shape != self._shape:
             raise RecorderError(f"frame shape changed from {list(self._shape)} to {list(array.shape)} mid-session")
@@ -237,6 +249,9 @@ class Recorder:
             if act.shape != (self._width,):
                 raise RecorderError(f"an action of this session has the 4 stick axes and the buttons "
                                     f"{self.meta['buttons']}: {self._width} values, got shape {np.shape(action)}")
+            if not np.isfinite(act).all():
+                raise RecorderError(f"step {self.steps}: the action {act.tolist()} is not finite; a session records "
+                                    "finite actions, or None where the action is unknown")
         item = (self.steps, float(t), array, act, None if reward is None else float(reward), bool(first), bool(last),
                 decision)
         try:

@@ -41,16 +41,24 @@ class FrameRing:
 
     def push(self, frame: np.ndarray | tf.Tensor) -> int:
         """Append one ``uint8[H, W, C]`` frame; returns the number written so far."""
-        frame = tf.convert_to_tensor(frame)
-        if frame.dtype != tf.uint8 or tuple(frame.shape) != self.shape:
-            raise ValueError(f"ring expects uint8{list(self.shape)} frames, got {frame.dtype.name}{list(frame.shape)}")
+        if isinstance(frame, np.ndarray):
+            dtype, shape, rows = frame.dtype.name, frame.shape, frame[None]
+        else:
+            frame = tf.convert_to_tensor(frame)
+            dtype, shape, rows = frame.dtype.name, tuple(frame.shape), tf.expand_dims(frame, 0)
+        if dtype != "uint8" or tuple(shape) != self.shape:
+            raise ValueError(f"ring expects uint8{list(self.shape)} frames, got {dtype}{list(shape)}")
         with self._new_frame:
             slot = self._written % self.capacity
-            self.frames[slot].assign(frame)
+            # One scatter op: ``frames[slot].assign(frame)`` builds a strided-slice assignment in Python
+            # first, 1.3 ms a frame against 0.06 ms (every env pushes a frame per step).
+            tf.raw_ops.ResourceScatterUpdate(resource=self.frames.handle, indices=np.array([slot], np.int64),
+                                             updates=rows)
             self._written += 1
-            # A numpy scalar, not a Python int: TensorFlow caches the tensor of every distinct Python
+            # A numpy value, not a Python int: TensorFlow caches the tensor of every distinct Python
             # scalar it converts, so a live run's ever-growing frame count grew memory by ~0.8 KB a frame.
-            self.count.assign(np.int64(self._written))
+            # The raw op takes it as it is (``assign`` converts it again: three times the cost).
+            tf.raw_ops.AssignVariableOp(resource=self.count.handle, value=np.array(self._written, np.int64))
             self._new_frame.notify_all()
             return self._written
 
@@ -72,7 +80,7 @@ class FrameRing:
             if n == 0:
                 raise LookupError("the frame ring is empty: no frame has been captured yet")
             idx = np.maximum(np.arange(n - k, n), 0) % self.capacity
-            return tf.gather(self.frames, idx)
+            return tf.raw_ops.ResourceGather(resource=self.frames.handle, indices=idx, dtype=tf.uint8)  # tf.gather: 2.5x
 
     def window(self, k: int) -> tf.Tensor:
         """Up to ``k`` newest frames, oldest first: ``uint8[min(k, written), H, W, C]``."""

@@ -500,6 +500,7 @@ class CaptureThread:
         self.lost_reason = ""
         self.late = 0  # grabs that started after their slot had passed (dropped frames)
         self.grab_times: list[float] = []
+        self._delivered = threading.Condition()  # notified at each grab that delivered or confirmed a picture
         self._stop = threading.Event()
         self._blank_since: float | None = None
         self._lost_since: float | None = None
@@ -510,6 +511,16 @@ class CaptureThread:
     def start(self) -> CaptureThread:
         self._thread.start()
         return self
+
+    def wait_for_picture(self, after: float, timeout: float) -> bool:
+        """Block until a grab later than monotonic time ``after`` delivered or confirmed a picture, or the
+        thread stopped; False when none did within ``timeout`` seconds."""
+        def delivered() -> bool:
+            times = self.grab_times
+            return bool(times) and times[-1] > after or self.error is not None or not self._thread.is_alive()
+
+        with self._delivered:
+            return self._delivered.wait_for(delivered, timeout) and bool(self.grab_times) and self.grab_times[-1] > after
 
     def _run(self) -> None:
         try:
@@ -545,9 +556,11 @@ class CaptureThread:
             now = time.monotonic()
             self.grabs += 1
             self._uniform = int(frame.max()) - int(frame.min()) <= 2
-        self.grab_times.append(now)
-        if len(self.grab_times) > 100_000:
-            del self.grab_times[:50_000]
+        with self._delivered:
+            self.grab_times.append(now)
+            if len(self.grab_times) > 100_000:
+                del self.grab_times[:50_000]
+            self._delivered.notify_all()
         self._watch_blank(now)
 
     def _watch_blank(self, now: float) -> None:

@@ -12,18 +12,32 @@ TensorFlow is imported only by :meth:`Session.dataset` and :func:`sessions_datas
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from explorer.core import EndOfData, ExplorerError
+from explorer.core import PAD_BUTTONS, EndOfData, ExplorerError
 from explorer.core import Step as EnvStep
-from explorer.envs.recorder import CHUNKS, FORMAT, JOURNAL, META, STEPS, VERSION, chunk_name
+from explorer.envs.recorder import (
+    CHUNKS,
+    FORMAT,
+    JOURNAL,
+    MAX_CHANNELS,
+    MAX_CHUNK_BYTES,
+    MAX_CHUNK_FRAMES,
+    MAX_FRAME_SIDE,
+    META,
+    STEPS,
+    VERSION,
+    chunk_name,
+)
 
 
 class SessionError(ExplorerError, ValueError):
@@ -123,33 +137,155 @@ def _bad(path: Path, what: str) -> SessionError:
     return SessionError(f"{path}: {what}")
 
 
-def _parse_line(raw: bytes) -> dict[str, Any] | None:
-    """A step record from one raw log line, or None when the line is incomplete or not a step."""
+# ---------------------------------------------------------------- what a session's files may hold
+
+_Side = Annotated[int, Field(ge=1, le=MAX_FRAME_SIDE)]
+_Channels = Annotated[int, Field(ge=1, le=MAX_CHANNELS)]
+_Count = Annotated[int, Field(ge=0)]
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class SessionMeta(BaseModel):
+    """``meta.json`` as the reader accepts it (``docs/sessions.md``); other keys are kept as they are.
+
+    Strict: a number written as text, a flag as a number or a list as text is refused, not converted.
+    """
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    format: Literal["explorer-session"]
+    version: Literal[1]
+    status: Literal["recording", "complete", "failed"] = "recording"
+    chunk_frames: int = Field(ge=1, le=MAX_CHUNK_FRAMES)
+    frame_shape: tuple[_Side, _Side, _Channels] | None = None
+    buttons: tuple[str, ...] = ()
+    meta: dict[str, Any] = {}
+    created_wall: _Finite | None = None
+    created_monotonic: _Finite | None = None
+    versions: dict[str, str] = {}
+    steps: _Count | None = None
+    chunks: _Count | None = None
+    episodes: _Count | None = None
+    duration_s: _Finite | None = None
+    first_t: _Finite | None = None
+    last_t: _Finite | None = None
+    closed_wall: _Finite | None = None
+    error: str | None = None
+
+    @field_validator("frame_shape", mode="before")
+    @classmethod
+    def _shape_from_json(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value  # JSON has lists; strict tuples take tuples
+
+    @field_validator("buttons", mode="before")
+    @classmethod
+    def _known_buttons(cls, value: Any) -> Any:
+        if value is None:  # written as null: no buttons, as when absent
+            return ()
+        if not isinstance(value, list):
+            raise ValueError(f"is a list of pad button names ({', '.join(PAD_BUTTONS)}), got {value!r}")
+        unknown = [b for b in value if b not in PAD_BUTTONS]
+        if unknown:
+            raise ValueError(f"names no pad button {unknown!r}; the names are {', '.join(PAD_BUTTONS)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"lists a button twice: {value}")
+        return tuple(value)
+
+    @model_validator(mode="after")
+    def _chunk_bytes(self) -> SessionMeta:
+        if self.frame_shape is not None and self.chunk_frames * math.prod(self.frame_shape) > MAX_CHUNK_BYTES:
+            raise ValueError(f"chunk_frames = {self.chunk_frames} frames of {list(self.frame_shape)} make chunks of "
+                             f"more than {MAX_CHUNK_BYTES >> 20} MiB")
+        return self
+
+
+class StepRecord(BaseModel):
+    """One line of ``steps.jsonl`` (or of the journal)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    i: _Count
+    t: _Finite
+    a: list[float | None] | None  # NaN and infinities are read, then refused with the step named
+    r: float | None
+    first: bool
+    last: bool
+    d: bool = True
+
+
+def _first_error(err: ValidationError) -> str:
+    """The first problem of a failed validation, as ``field = value: what is wrong``."""
+    e = err.errors(include_url=False)[0]
+    field = ".".join(str(x) for x in e["loc"]) or "the document"
+    if e["type"] == "missing":
+        return f"{field} is missing"
+    value = e.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"{field} = {shown}: {msg}"
+
+
+class _NotAStep(Exception):
+    """A whole log line (JSON, ending in a newline) that is not a step record; says which field."""
+
+
+def _parse_line(raw: bytes) -> StepRecord | None:
+    """A step record from one raw log line; None when the line is incomplete (cut off by a crash).
+
+    Raises:
+      _NotAStep: the line is whole, but not a step record (a field missing or of the wrong type).
+    """
     if not raw.endswith(b"\n"):
         return None
     try:
         rec = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(rec, dict) or not {"i", "t", "a", "r", "first", "last"} <= rec.keys():
-        return None
-    a = rec["a"]
-    if a is not None and (not isinstance(a, list) or len(a) < 4):
-        return None
-    return rec
+    if not isinstance(rec, dict):
+        raise _NotAStep(f"is not a step record: {raw[:80]!r}")
+    try:
+        return StepRecord.model_validate(rec)
+    except ValidationError as err:
+        raise _NotAStep(f"is not a step record: {_first_error(err)}") from None
+
+
+def _check_step(path: Path, rec: StepRecord, width: int, buttons: Sequence[str]) -> None:
+    """Refuse a step whose action or reward no recorder writes (non-finite, or of another width)."""
+    if rec.a is not None:
+        if len(rec.a) != width:
+            raise _bad(path, f"step {rec.i} has {len(rec.a)} action values; this session's actions have {width} "
+                       f"(4 sticks and the buttons {list(buttons)})")
+        if not all(v is not None and abs(v) <= _FLOAT32_MAX for v in rec.a):  # NaN fails the test too
+            raise _bad(path, f"step {rec.i} has a non-finite action {rec.a} (a recorder writes finite values, or "
+                       "null for a whole action that is unknown): the session is damaged")
+    if rec.r is not None and not math.isfinite(rec.r):
+        raise _bad(path, f"step {rec.i} has a non-finite reward {rec.r}: the session is damaged")
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+#: the most that deflate shrinks data (1032:1), to bound what a chunk's compressed member can hold
+_DEFLATE_RATIO = 1032
 
 
 def _chunk_header(path: Path) -> tuple[int, tuple[int, ...]]:
-    """Rows and frame shape of a chunk, read from its array header without decompressing the frames."""
+    """Rows and frame shape of a chunk, read from its array header without decompressing the frames.
+
+    The header is checked against the bounds of a session and against the size of the file (what
+    its compressed member can hold), so that no header makes a reader allocate what is not there.
+    """
     try:
+        size = path.stat().st_size
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
             if names != {"frames.npy", "start.npy"}:
                 raise _bad(path, f"not a session chunk (holds {sorted(names)}, expected frames.npy and start.npy)")
-            with z.open("frames.npy") as f:
+            info = z.getinfo("frames.npy")
+            with z.open(info) as f:
                 major, _ = np.lib.format.read_magic(f)
                 read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
                 shape, _, dtype = read_header(f)  # the header only; frames stay compressed
+                header_bytes = f.tell()
     except SessionError:
         raise
     except FileNotFoundError:
@@ -158,11 +294,27 @@ def _chunk_header(path: Path) -> tuple[int, tuple[int, ...]]:
         raise _bad(path, f"truncated or corrupt chunk ({type(err).__name__}: {err})") from err
     if dtype != np.uint8 or len(shape) != 4:
         raise _bad(path, f"frames are {dtype}{list(shape)}, expected uint8[n, H, W, C]")
-    return int(shape[0]), tuple(int(s) for s in shape[1:])
+    rows, frame = int(shape[0]), tuple(int(x) for x in shape[1:])
+    if not (1 <= rows <= MAX_CHUNK_FRAMES and all(1 <= x <= MAX_FRAME_SIDE for x in frame[:2])
+            and 1 <= frame[2] <= MAX_CHANNELS):
+        raise _bad(path, f"the chunk's header declares frames uint8{list(shape)}, beyond what a session holds "
+                   f"(1 to {MAX_CHUNK_FRAMES} frames of at most {MAX_FRAME_SIDE} pixels a side, 1 to {MAX_CHANNELS} "
+                   "channels): a damaged or foreign chunk")
+    data = rows * math.prod(frame)
+    ratio = 1 if info.compress_type == zipfile.ZIP_STORED else _DEFLATE_RATIO
+    if (info.compress_size > size or info.file_size != header_bytes + data
+            or data > ratio * info.compress_size + 2**16):
+        raise _bad(path, f"the chunk's header declares {rows} frames of {list(frame)} ({data} bytes), which its "
+                   f"{size}-byte file cannot hold: a truncated, damaged or foreign chunk")
+    return rows, frame
 
 
 def load_chunk(path: Path, start: int, rows: int | None = None, shape: Sequence[int] | None = None) -> np.ndarray:
     """The frames ``uint8[n, H, W, C]`` of one chunk, checked against what the log expects.
+
+    The array header is checked (against the log, the session's frame shape, the bounds of a
+    session and the file's size) before the frames are read: nothing is allocated for frames
+    the file does not hold.
 
     Raises:
       SessionError: the file is missing, truncated, corrupt (CRC), foreign, or
@@ -172,28 +324,34 @@ def load_chunk(path: Path, start: int, rows: int | None = None, shape: Sequence[
         with open(path, "rb") as f:  # numpy takes anything else for a pickle, and says so misleadingly
             if f.read(4) != b"PK\x03\x04":
                 raise _bad(path, "truncated or corrupt chunk (not an .npz archive: empty, cut short or overwritten)")
+    except FileNotFoundError:
+        raise _bad(path, "chunk file is missing") from None
+    except OSError as err:
+        raise _bad(path, f"unreadable chunk ({type(err).__name__}: {err})") from err
+    declared, frame = _chunk_header(path)
+    if rows is not None and declared != rows:
+        raise _bad(path, f"chunk holds {declared} frames, the log expects {rows}")
+    if shape is not None and frame != tuple(shape):
+        raise _bad(path, f"frames are {list(frame)}, the session's are {list(shape)}")
+    try:
         with np.load(path, allow_pickle=False) as z:
             if set(z.files) != {"frames", "start"}:
                 raise _bad(path, f"not a session chunk (holds {sorted(z.files)}, expected frames and start)")
-            frames = z["frames"]
             start_array = z["start"]
             if start_array.dtype != np.int64 or start_array.size != 1:
                 raise _bad(path, f"start is {start_array.dtype}{list(start_array.shape)}, expected int64[1]")
             first = int(start_array.reshape(-1)[0])
+            if first != start:
+                raise _bad(path, f"chunk starts at step {first}, the log expects step {start}")
+            frames = z["frames"]
     except SessionError:
         raise
     except FileNotFoundError:
         raise _bad(path, "chunk file is missing") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, zlib.error, KeyError) as err:
         raise _bad(path, f"truncated or corrupt chunk ({type(err).__name__}: {err})") from err
-    if frames.dtype != np.uint8 or frames.ndim != 4:
-        raise _bad(path, f"frames are {frames.dtype}{list(frames.shape)}, expected uint8[n, H, W, C]")
-    if first != start:
-        raise _bad(path, f"chunk starts at step {first}, the log expects step {start}")
-    if rows is not None and len(frames) != rows:
-        raise _bad(path, f"chunk holds {len(frames)} frames, the log expects {rows}")
-    if shape is not None and tuple(frames.shape[1:]) != tuple(shape):
-        raise _bad(path, f"frames are {list(frames.shape[1:])}, the session's are {list(shape)}")
+    if frames.dtype != np.uint8 or frames.shape != (declared, *frame):
+        raise _bad(path, f"frames are {frames.dtype}{list(frames.shape)}, expected uint8{[declared, *frame]}")
     return frames
 
 
@@ -224,13 +382,18 @@ class Session:
             raise _bad(meta_path, f"not an explorer session (format {meta.get('format') if isinstance(meta, dict) else None!r})")
         if meta.get("version") != VERSION:
             raise _bad(meta_path, f"session format version {meta.get('version')!r}; this explorer reads version {VERSION}")
+        try:
+            checked = SessionMeta.model_validate(meta)
+        except ValidationError as err:
+            raise _bad(meta_path, f"{_first_error(err)} (a damaged or foreign session)") from None
         self.meta: dict[str, Any] = meta
-        self.status: str = str(meta.get("status", "recording"))
-        self.chunk_frames = int(meta["chunk_frames"])
-        shape = meta.get("frame_shape")
-        self.frame_shape: tuple[int, ...] | None = tuple(shape) if shape else None
+        #: meta.json as validated (:class:`SessionMeta`)
+        self.info = checked
+        self.status: str = checked.status
+        self.chunk_frames = checked.chunk_frames
+        self.frame_shape: tuple[int, ...] | None = checked.frame_shape
         #: pad buttons after the four sticks of each action (sessions recorded before buttons have none)
-        self.buttons: tuple[str, ...] = tuple(meta.get("buttons") or ())
+        self.buttons: tuple[str, ...] = checked.buttons
         self._problems: list[str] = []
         self._scan()
 
@@ -239,15 +402,17 @@ class Session:
     def _scan(self) -> None:
         log_path = self.path / STEPS
         F = self.chunk_frames
+        width = 4 + len(self.buttons)
         lines = 0
         self.episodes = 0
         self.first_t: float | None = None
         self.last_t: float | None = None
-        tail: list[dict[str, Any]] = []  # lines past the last full chunk
+        tail: list[StepRecord] = []  # lines past the last full chunk
         tail_bad = 0  # an incomplete line at the end (a crash mid-write)
         t_whole: float | None = None  # time of the last step of the last full chunk
         self.has_actions = False
         self._lost: set[int] = set()
+        self._claimed = 0  # steps meta.json says a closed session holds
         try:
             f = open(log_path, "rb")  # noqa: SIM115
         except FileNotFoundError:
@@ -257,21 +422,25 @@ class Session:
             for number, raw in enumerate(f, 1):
                 if pending is not None:
                     raise _bad(log_path, f"line {number - 1} is not a step record: {pending[:80]!r}")
-                rec = _parse_line(raw)
-                if rec is None or rec["i"] != lines:
-                    if rec is not None:
-                        raise _bad(log_path, f"line {number} is step {rec['i']}, expected step {lines}")
+                try:
+                    rec = _parse_line(raw)
+                except _NotAStep as err:
+                    raise _bad(log_path, f"line {number} {err}") from None
+                if rec is None:
                     pending = raw  # allowed only as the very last line
                     continue
+                if rec.i != lines:
+                    raise _bad(log_path, f"line {number} is step {rec.i}, expected step {lines}")
+                _check_step(log_path, rec, width, self.buttons)
                 lines += 1
-                self.episodes += bool(rec["first"])
-                self.first_t = rec["t"] if self.first_t is None else self.first_t
-                self.last_t = rec["t"]
-                self.has_actions = self.has_actions or rec["a"] is not None
+                self.episodes += rec.first
+                self.first_t = rec.t if self.first_t is None else self.first_t
+                self.last_t = rec.t
+                self.has_actions = self.has_actions or rec.a is not None
                 tail.append(rec)
                 if len(tail) == F:
                     tail = []
-                    t_whole = rec["t"]
+                    t_whole = rec.t
             if pending is not None:
                 tail_bad = 1
         full_chunks = lines // F
@@ -287,10 +456,10 @@ class Session:
                 chunks += 1
             else:
                 # Log lines whose chunk is not whole: a crash while the log was written.
-                self._lost.update(r["i"] for r in tail)
-                self.episodes -= sum(bool(r["first"]) for r in tail)
+                self._lost.update(r.i for r in tail)
+                self.episodes -= sum(r.first for r in tail)
                 if rows is not None:
-                    self._lost.update(range(committed, committed + rows))
+                    self._lost.update(range(committed, committed + min(rows, F)))
                 if self.status == "complete":
                     self._problems.append(f"{path.name}: chunk and step log disagree ({rows} frames, {len(tail)} log lines)")
         if tail_bad and self.status == "complete":
@@ -300,9 +469,10 @@ class Session:
         self._lost_scan(committed, chunks)
         if self.frame_shape is None and chunks:
             self.frame_shape = _chunk_header(self.chunk_path(0))[1]
-        if self.status == "complete" and int(self.meta.get("steps", committed)) != committed:
-            self._problems.append(f"{META} says {self.meta.get('steps')} steps, the log and chunks hold {committed}")
-            self._lost.update(range(committed, int(self.meta["steps"])))
+        said = self.info.steps
+        if self.status == "complete" and said is not None and said != committed:
+            self._problems.append(f"{META} says {said} steps, the log and chunks hold {committed}")
+            self._claimed = said  # counted, never listed: the number is the file's
         if committed < lines:
             self.last_t = t_whole
             if t_whole is None:
@@ -313,9 +483,12 @@ class Session:
         if journal.exists():
             with open(journal, "rb") as f:
                 for raw in f:
-                    rec = _parse_line(raw)
-                    if rec is not None and isinstance(rec["i"], int) and rec["i"] >= committed:
-                        self._lost.add(rec["i"])
+                    try:
+                        rec = _parse_line(raw)
+                    except _NotAStep:
+                        continue  # evidence only: a line that is not a step counts nothing
+                    if rec is not None and rec.i >= committed:
+                        self._lost.add(rec.i)
         self.leftovers: list[str] = []
         chunk_dir = self.path / CHUNKS
         if chunk_dir.is_dir():
@@ -329,7 +502,7 @@ class Session:
                     except SessionError:
                         continue
                     start = int(p.stem) * self.chunk_frames
-                    self._lost.update(range(start, start + rows))
+                    self._lost.update(range(start, start + min(rows, self.chunk_frames)))
 
     # ------------------------------------------------------------ facts
 
@@ -348,7 +521,8 @@ class Session:
 
     @property
     def lost_steps(self) -> int:
-        return len(self._lost)
+        claimed = range(self.steps, self._claimed)  # what meta.json says was recorded beyond the readable steps
+        return len(claimed) + sum(1 for i in self._lost if i not in claimed)
 
     def chunk_path(self, index: int) -> Path:
         return self.path / CHUNKS / chunk_name(index)
@@ -392,36 +566,34 @@ class Session:
     def iter_step_arrays(self) -> Iterator[StepArrays]:
         """The readable steps, one :class:`StepArrays` per chunk, streamed from the log."""
         F = self.chunk_frames
-        with open(self.path / STEPS, "rb") as f:
+        log_path = self.path / STEPS
+        width = 4 + len(self.buttons)
+        with open(log_path, "rb") as f:
             for c in range(self.chunks):
                 n = self._rows(c)
-                recs: list[dict[str, Any]] = []
+                recs: list[StepRecord] = []
                 for _ in range(n):
-                    rec = _parse_line(f.readline())
-                    if rec is None:
-                        raise _bad(self.path / STEPS, f"changed while being read (at step {c * F + len(recs)})")
+                    try:
+                        rec = _parse_line(f.readline())
+                    except _NotAStep:
+                        rec = None
+                    if rec is None or rec.i != c * F + len(recs):
+                        raise _bad(log_path, f"changed while being read (at step {c * F + len(recs)})")
+                    _check_step(log_path, rec, width, self.buttons)
                     recs.append(rec)
+                action = np.full((n, width), np.nan, np.float32)
+                for j, r in enumerate(recs):
+                    if r.a is not None:
+                        action[j] = r.a
                 yield StepArrays(
-                    index=np.fromiter((r["i"] for r in recs), np.int64, n),
-                    t=np.fromiter((r["t"] for r in recs), np.float64, n),
-                    action=self._actions(recs),
-                    reward=np.array([np.nan if r["r"] is None else r["r"] for r in recs], np.float32).reshape(n),
-                    first=np.fromiter((bool(r["first"]) for r in recs), bool, n),
-                    last=np.fromiter((bool(r["last"]) for r in recs), bool, n),
-                    decision=np.fromiter((bool(r.get("d", True)) for r in recs), bool, n),
+                    index=np.fromiter((r.i for r in recs), np.int64, n),
+                    t=np.fromiter((r.t for r in recs), np.float64, n),
+                    action=action,
+                    reward=np.array([np.nan if r.r is None else r.r for r in recs], np.float32).reshape(n),
+                    first=np.fromiter((r.first for r in recs), bool, n),
+                    last=np.fromiter((r.last for r in recs), bool, n),
+                    decision=np.fromiter((r.d for r in recs), bool, n),
                 )
-
-    def _actions(self, recs: list[dict[str, Any]]) -> np.ndarray:
-        """``float32[n, 4 + len(buttons)]`` of step records; NaN where no action was recorded."""
-        width = 4 + len(self.buttons)
-        out = np.full((len(recs), width), np.nan, np.float32)
-        for j, r in enumerate(recs):
-            if r["a"] is not None:
-                if len(r["a"]) != width:
-                    raise _bad(self.path / STEPS, f"step {r['i']} has {len(r['a'])} action values; this session's "
-                               f"actions have {width} (4 sticks and the buttons {list(self.buttons)})")
-                out[j] = r["a"]
-        return out
 
     def iter_chunks(self) -> Iterator[tuple[np.ndarray, StepArrays]]:
         """``(frames uint8[n, H, W, C], StepArrays)`` per chunk, in order, one chunk in memory at a time."""
@@ -513,6 +685,33 @@ def remap_actions(action: np.ndarray, have: Sequence[str], want: Sequence[str]) 
             out[:, 4 + i] = action[:, 4 + list(have).index(name)]
     out[np.isnan(action).any(axis=1)] = np.nan
     return out
+
+
+def check_buttons(sessions: Iterable[Session], buttons: Sequence[str], fix: str | None = None) -> None:
+    """Refuse to read sessions' actions in the layout of ``buttons`` (``pad.buttons``) where a button of
+    ``buttons`` is missing from a session that recorded buttons: its presses are unknown, and reading
+    them as released would teach that it is never pressed. Sessions recorded with sticks only (no
+    buttons, or from before buttons existed) read every button as released, as they were; a
+    session's recorded buttons that ``buttons`` leaves out are dropped.
+
+    Args:
+      sessions: the sessions to read.
+      buttons: the layout to read them in.
+      fix: what to do instead, for the message (default: replay with the session's buttons).
+
+    Raises:
+      SessionError: naming the session, its buttons and the setting that reads it.
+    """
+    want = list(buttons)
+    for s in sessions:
+        missing = [b for b in want if b not in s.buttons]
+        if s.has_actions and s.buttons and missing:
+            recorded = ", ".join(f'"{b}"' for b in s.buttons)
+            raise SessionError(
+                f"{s.path} was recorded with pad.buttons = {list(s.buttons)}, but the settings in use have "
+                f"pad.buttons = {want}: {', '.join(missing)} {'was' if len(missing) == 1 else 'were'} not recorded, and "
+                f"reading {'it' if len(missing) == 1 else 'them'} as never pressed would teach that wrongly; "
+                + (fix or f"replay it with the buttons it recorded: --set 'pad.buttons=[{recorded}]'"))
 
 
 def _fields(s: StepArrays) -> tuple[np.ndarray, ...]:
@@ -676,7 +875,8 @@ class SessionEnv:
     the step returns: ``action`` (``float32[4 + n]`` in the layout of ``buttons``, see
     :func:`remap_actions`; NaN where unknown), ``reward``, and the
     decision flags ``starts`` (the action is a new decision) and ``ends`` (the decision ends
-    with this step: the next step starts a new one, or the episode ends). An episode ends at a
+    with this step: the next step starts a new one, or the episode ends), ``index`` (the step's
+    number in its session) and ``session`` (its path). An episode ends at a
     ``last`` step, or where a session stops before one (a crash): that step is given as last.
     After the final episode :meth:`reset` raises :class:`EndOfData`.
 
@@ -702,11 +902,12 @@ class SessionEnv:
         self.ring = FrameRing(ring_capacity, self.frame_shape)
         self.steps = 0
         self._rows = self._iter_rows()
-        self._next: tuple[np.ndarray, Step, bool] | None = next(self._rows, None)
+        self._next: tuple[np.ndarray, Step, bool, str] | None = next(self._rows, None)
 
-    def _iter_rows(self) -> Iterator[tuple[np.ndarray, Step, bool]]:
-        """``(frame, recorded step, ends an episode)`` in order, over every session."""
+    def _iter_rows(self) -> Iterator[tuple[np.ndarray, Step, bool, str]]:
+        """``(frame, recorded step, ends an episode, session path)`` in order, over every session."""
         for s in self.sessions:
+            where = str(s.path)
             prev: tuple[np.ndarray, Step] | None = None
             for frames, arrays in s.iter_chunks():
                 actions = remap_actions(arrays.action, s.buttons, self.buttons)
@@ -714,25 +915,25 @@ class SessionEnv:
                     row = Step(int(arrays.index[j]), float(arrays.t[j]), actions[j], float(arrays.reward[j]),
                                bool(arrays.first[j]), bool(arrays.last[j]), bool(arrays.decision[j]))
                     if prev is not None:
-                        yield prev[0], prev[1], prev[1].last or row.first
+                        yield prev[0], prev[1], prev[1].last or row.first, where
                     prev = (frames[j], row)
             if prev is not None:
-                yield prev[0], prev[1], True
+                yield prev[0], prev[1], True, where
 
-    def _take(self) -> tuple[np.ndarray, Step, bool]:
+    def _take(self) -> tuple[np.ndarray, Step, bool, str]:
         if self._next is None:
             raise EndOfData("the sessions are replayed to their end")
         row, self._next = self._next, next(self._rows, None)
         return row
 
-    def _step(self, row: tuple[np.ndarray, Step, bool], first: bool) -> EnvStep:
-        frame, rec, ends_episode = row
+    def _step(self, row: tuple[np.ndarray, Step, bool, str], first: bool) -> EnvStep:
+        frame, rec, ends_episode, session = row
         self.ring.push(frame)
         nxt = self._next
         ends_decision = ends_episode or nxt is None or nxt[1].decision
         return EnvStep(self.ring.latest(self.stack), first=first, last=ends_episode and not first, t=rec.t,
                        info={"action": rec.action, "reward": rec.reward, "starts": rec.decision,
-                             "ends": ends_decision, "index": rec.index})
+                             "ends": ends_decision, "index": rec.index, "session": session})
 
     def reset(self) -> EnvStep:
         """The next episode's first frame (an episode of one frame is skipped: it has no transition)."""

@@ -79,6 +79,7 @@ class SyntheticEnv:
         self.t = 0
         self.episode = -1
         self.outcome: str | None = None
+        self.cell = CELL  # coverage cell size, map units
 
     def _frame(self) -> np.ndarray:
         h, w, _ = self.frame_shape

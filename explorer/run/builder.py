@@ -15,11 +15,11 @@ from typing import Any
 
 from explorer.agent.actor import LearningActor, RandomActor
 from explorer.agent.adder import NStepAdder, TransitionSink
-from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part
+from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.learner import Learner
-from explorer.agent.networks import StickRange, build_encoder, build_policy_net
-from explorer.agent.novelty import Novelty, make_novelty
+from explorer.agent.networks import StickRange, build_encoder, build_model_head, build_policy_net
+from explorer.agent.novelty import EpisodicNovelty, Novelty, make_novelty
 from explorer.agent.replay import Replay
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError, action_dim
@@ -35,6 +35,7 @@ class Agent:
     adder: NStepAdder
     novelty: Novelty
     context: Context
+    config: Config | None = None  # the settings it was built from (to explain a checkpoint that does not fit)
 
     def checkpointer(self, directory: str | Path) -> Checkpointer:
         """Checkpoints of every part: networks, optimisers and novelty model (TensorFlow); the actor's and
@@ -48,12 +49,57 @@ class Agent:
         def sampler(state: Any) -> None:
             replay.rng.bit_generator.state = state
 
-        parts: dict[str, Part] = {"actor": JsonPart(self.actor.state, self.actor.load, filename="actor.json"),
-                 "adder": JsonPart(self.adder.state, self.adder.load, filename="adder.json"),
-                 "replay": ArraysPart(replay.state, replay.load, check=replay.check, filename="replay.npz",
-                                      lock=replay.lock),
-                 "sampler": JsonPart(lambda: replay.rng.bit_generator.state, sampler, filename="sampler.json")}
-        return Checkpointer(directory, tf_items, parts)
+        parts: dict[str, Part] = {
+            "actor": JsonPart(self.actor.state, self.actor.load, check=self.actor.check_state,
+                              validate=self.actor.validate_state, filename="actor.json"),
+            "adder": JsonPart(self.adder.state, self.adder.load, validate=self.adder.validate_state,
+                              filename="adder.json"),
+            "replay": ArraysPart(replay.state, replay.load, check=replay.check, validate=replay.validate,
+                                 filename="replay.npz", lock=replay.lock),
+            "sampler": JsonPart(lambda: replay.rng.bit_generator.state, sampler,
+                                validate=lambda s: validate_rng_state(s, "sampler state"), filename="sampler.json")}
+        config = self.config
+        run_config = Path(directory).parent / "config.toml"
+        explain = None if config is None else (lambda: settings_differences(run_config, config))
+        return Checkpointer(directory, tf_items, parts, explain=explain)
+
+
+#: settings that shape the networks, the replay or the novelty model: a checkpoint fits only the same values
+SHAPING_SETTINGS = ("pad.buttons", "observation.width", "observation.height", "observation.grayscale",
+                    "observation.stack", "learner.algo", "learner.hidden", "learner.feature", "learner.filters",
+                    "learner.shared_encoder", "learner.context", "learner.view_strips", "learner.replay_mb",
+                    "novelty.signal", "novelty.embedding", "novelty.embed_dim", "novelty.histogram_bins",
+                    "novelty.lifelong", "novelty.episode_capacity", "novelty.pixel_window")
+
+
+def settings_differences(run_config: Path, config: Config) -> str | None:
+    """Which of :data:`SHAPING_SETTINGS` differ between a run's ``config.toml`` and ``config``, with the
+    ``--set`` that loads the run's values; None when there is no such file or none differs.
+
+    Raises:
+      ConfigError: the run's ``config.toml`` cannot be read.
+    """
+    import json
+
+    from explorer.config import load
+
+    if not run_config.is_file():
+        return None
+    theirs, ours = load(run_config, []).to_dict(), config.to_dict()
+
+    def value(tree: dict[str, Any], key: str) -> Any:
+        section, name = key.split(".")
+        return tree.get(section, {}).get(name)
+
+    changed = [k for k in SHAPING_SETTINGS if value(theirs, k) != value(ours, k)]
+    if not changed:
+        return None
+    said = "; ".join(f"{k} = {json.dumps(value(theirs, k))} (the settings in use have {json.dumps(value(ours, k))})"
+                     for k in changed)
+    sets = " ".join(f"--set '{k}={json.dumps(value(theirs, k))}'" for k in changed)
+    return (f"its run ({run_config}) was trained with {said}; to continue it, leave out the --set or --config "
+            f"that changed {'it' if len(changed) == 1 else 'them'}, or pass {sets}")
+
 
 
 def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_copy: bool = False,
@@ -73,17 +119,20 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     h, w, c = (int(s) for s in frame_shape)
     buttons = config.pad.buttons
     novelty, context = _novelty_and_context(config, (h, w, c))
-    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons))
+    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons),
+                    after=lc.action_repeat if lc.plan_candidates else 0)
     learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
+    planner = None if learner.model_head is None else (learner.encoder, learner.model_head)
     if acting_copy:
-        policy_net = _policy_copy(config, (h, w, c), context.dim)
-        policy_net.set_weights(learner.get_weights())
+        policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
-                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap)
+                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap, planner=planner)
+    if acting_copy:
+        actor.set_weights(learner.get_weights())
     actor.warm_up()
-    return Agent(actor, learner, replay, adder, novelty, context)
+    return Agent(actor, learner, replay, adder, novelty, context, config)
 
 
 @dataclass
@@ -106,9 +155,9 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     h, w, c = (int(s) for s in frame_shape)
     novelty, context = _novelty_and_context(config, (h, w, c))
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
-    policy_net = _policy_copy(config, (h, w, c), context.dim)
+    policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons,
-                          tap_gap=config.pad.tap_gap)
+                          tap_gap=config.pad.tap_gap, planner=planner)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
 
@@ -118,16 +167,23 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
     dim = action_dim(config.pad.buttons)
     novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
     return novelty, Context(config.learner.context, config.game.episode_steps, dim,
-                            config.learner.view_strips, config.novelty.histogram_bins)
+                            config.learner.view_strips, config.novelty.histogram_bins,
+                            config.learner.oracle_map, config.novelty.oracle_cell)
 
 
-def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int) -> Any:
-    """A policy network of its own for an actor (its weights arrive through ``set_weights``)."""
+def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int,
+                 novelty: Novelty) -> tuple[Any, tuple[Any, Any] | None]:
+    """A policy network of its own for an actor, and with ``learner.plan_candidates`` the planner's
+    ``(encoder, model head)`` (its weights arrive through the actor's ``set_weights``)."""
     lc = config.learner
     h, w, c = frame_shape
     stacked = (h, w, config.observation.stack * c)
+    dim = action_dim(config.pad.buttons)
     encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
-    return build_policy_net(stacked, ctx_dim, lc, encoder, action_dim(config.pad.buttons))[1]
+    policy_net = build_policy_net(stacked, ctx_dim, lc, encoder, dim)[1]
+    if not lc.plan_candidates or not isinstance(novelty, EpisodicNovelty):
+        return policy_net, None
+    return policy_net, (encoder, build_model_head(lc.feature, lc, int(novelty.embed.output_shape[-1]), dim))
 
 
 def build_baseline(config: Config) -> Actor:

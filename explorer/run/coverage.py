@@ -2,31 +2,90 @@
 
 Coverage is the number of distinct ``cell``-sized squares of the map (64 x 64
 map units by default) the player stood in. It is computed from the game's
-reported position and is never shown to the agent.
+reported position and is never shown to the agent. A position may carry a
+room (a game of screens, as Montezuma's Revenge: a cell is then a square of
+one room) or a third coordinate (cubes). A game that reports no position is
+measured in frame cells instead (:meth:`Coverage.add_frame_cell`): distinct
+coarse pictures, named by :attr:`Coverage.label` wherever they are shown.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
+
+#: what coverage counts when positions are given
+MAP_CELLS = "map cells"
 
 
 class Coverage:
-    """Tracks positions per episode and the cells they fall in."""
+    """Tracks positions per episode and the cells they fall in.
+
+    Attributes:
+      label: what a cell is (:data:`MAP_CELLS`, or the frame-cell label of a game without positions).
+      path: every position ``(x, y)``, in order; ``path_room`` its room (None without rooms).
+    """
 
     def __init__(self, cell: float = 64.0):
         self.cell = float(cell)
-        self.episode_cells: set[tuple[int, int]] = set()
-        self.all_cells: set[tuple[int, int]] = set()
+        self.label = MAP_CELLS
+        self.episode_cells: set[Hashable] = set()
+        self.all_cells: set[Hashable] = set()
         self.per_episode: list[int] = []  # distinct cells of each finished episode
         self.path: list[tuple[float, float]] = []  # every position, in order
         self.path_episode: list[int] = []
+        self.path_room: list[int | None] = []
+        self.squares: set[tuple[int | None, int, int]] = set()  # (room, column, row) of every visited square
 
-    def add(self, x: float, y: float) -> None:
-        c = (int(np.floor(x / self.cell)), int(np.floor(y / self.cell)))
-        self.episode_cells.add(c)
-        self.all_cells.add(c)
+    def add(self, x: float, y: float, room: int | None = None, z: float | None = None) -> None:
+        """A position: ``(x // cell, y // cell)``, with the room first and ``z // cell`` last when given."""
+        c: tuple[int, ...] = (int(np.floor(x / self.cell)), int(np.floor(y / self.cell)))
+        if room is not None:
+            c = (int(room), *c)
+        if z is not None:
+            c = (*c, int(np.floor(z / self.cell)))
+        self._add(c)
+        self.squares.add((None if room is None else int(room), c[1] if room is not None else c[0],
+                          c[2] if room is not None else c[1]))
         self.path.append((x, y))
         self.path_episode.append(len(self.per_episode))
+        self.path_room.append(None if room is None else int(room))
+
+    def add_frame_cell(self, key: bytes, label: str) -> None:
+        """A coarse picture standing in for a place (a game without positions); ``label`` says what it is."""
+        self.label = label
+        self._add(key)
+
+    def _add(self, c: Hashable) -> None:
+        self.episode_cells.add(c)
+        self.all_cells.add(c)
+
+    def map_cells(self) -> list[tuple[int, int]]:
+        """The visited squares to draw, ``(column, row)`` in cell units, rooms laid side by side in the order
+        of their numbers (as :meth:`plot_xy`); empty for frame cells."""
+        stride, first = self.room_stride(), self._first_room()
+        return sorted({(cx + ((room or 0) - first) * stride, cy) for room, cx, cy in self.squares})
+
+    def _first_room(self) -> int:
+        return min((room for room, _, _ in self.squares if room is not None), default=0)
+
+    def rooms(self) -> set[int]:
+        """The rooms visited (empty for a game without rooms)."""
+        return {room for room, _, _ in self.squares if room is not None}
+
+    def room_stride(self) -> int:
+        """Cell columns from room ``r``'s left edge to room ``r + 1``'s in a picture (the widest room and a gap)."""
+        if not self.squares or all(room is None for room, _, _ in self.squares):
+            return 0
+        return max(cx for _, cx, _ in self.squares) + 2
+
+    def plot_xy(self) -> np.ndarray:
+        """``float[n, 2]`` positions to draw: room ``r``'s shifted right by ``(r - first room) * room_stride`` cells."""
+        xy = np.asarray(self.path, np.float64).reshape(-1, 2).copy()
+        rooms = np.asarray([(r or 0) - self._first_room() for r in self.path_room], np.float64)
+        xy[:, 0] += rooms * self.room_stride() * self.cell
+        return xy
 
     def end_episode(self) -> int:
         n = len(self.episode_cells)

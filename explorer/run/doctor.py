@@ -198,12 +198,56 @@ def check_pad(config: Config) -> str:
         return f"pad.backend = {config.pad.backend!r}: no driver needed"
     if _windows():
         return _check_pad_windows(config)
+    return _check_pad_linux(config)
+
+
+#: the uinput axes of a virtual Xbox 360 pad on Linux: sticks (centred at 0, or -1 where vgamepad mirrors the xpad
+#: driver's inverted y), triggers and the d-pad (0 at rest)
+_STICKS = ("ABS_X", "ABS_Y", "ABS_RX", "ABS_RY")
+
+
+def _check_pad_linux(config: Config) -> str:
+    """Plug a pad in (a uinput device), move it, centre it and read back what the device was sent, unplug it and
+    see its device node go."""
     from explorer.envs.pad import VGamepadPad
     pad = VGamepadPad(config.pad)  # plugs in a uinput device
-    pad.neutral()
-    del pad
+    device = pad.gamepad.uinput
+    node = getattr(device, "devnode", None)
+    plugged = node is not None and os.path.exists(node)
+    sent: list[dict[str, int]] = []
+    send_events = [device.send_events]  # let go of before unplugging: it holds the device
+
+    def record(events: Any) -> Any:
+        sent.append({e.code.name: int(e.value) for e in events})
+        return send_events[0](events)
+
+    try:
+        device.send_events = record
+        pad.send(np.full(4 + len(config.pad.buttons), 0.5, np.float32))  # sticks half over, buttons pressed
+        moved = dict(sent[-1]) if sent else {}
+        sent.clear()
+        pad.neutral()
+    finally:
+        device.send_events = send_events[0]
+        pad.neutral()
+    last: dict[str, int] = {}
+    for report in sent:
+        last.update(report)
+    off = {name: value for name, value in last.items()
+           if (abs(value) > 1 if name in _STICKS else value != 0)}
+    send_events.clear()
+    del pad, device
     gc.collect()  # vgamepad removes the device when the gamepad object goes
-    return "virtual Xbox 360 pad plugged in, centred and unplugged"
+    if not any(abs(moved.get(axis, 0)) > 1 for axis in _STICKS) or not last or off:
+        raise Problem(f"the pad was plugged in, but after centring it the device was sent {off or last or 'nothing'} "
+                      f"(moved: {moved or 'nothing sent'}): report it with --report")
+    where = f" as {node}" if plugged else ""
+    centred = "centred (the device was sent sticks at 0, buttons and triggers released)"
+    if plugged and not _poll(lambda: not os.path.exists(str(node))):
+        raise Caution(f"virtual Xbox 360 pad plugged in{where} and {centred}, but {node} is still there after it "
+                      "was unplugged: restart the game if it sees an extra pad")
+    unplugged = f"unplugged ({node} is gone)" if plugged else "unplugged (no device node seen, so not checked)"
+    return f"virtual Xbox 360 pad plugged in{where}, {centred} and {unplugged}"
 
 
 def _check_pad_windows(config: Config) -> str:
@@ -238,9 +282,34 @@ def _check_pad_windows(config: Config) -> str:
     return f"plugged in as XInput player {slot + 1}, a stick value reached XInput, centred and unplugged"
 
 
-def check_hotkeys() -> str:
-    from pynput import keyboard  # noqa: F401
-    return "pynput available: stop and pause keys work"
+def check_hotkeys(config: Config) -> str:
+    """Start the real stop/pause key listener with the configured keys and hand it a press of each."""
+    from explorer.run.driver import Controls
+    from explorer.run.safety import Hotkeys
+
+    control = config.control
+    controls = Controls()  # switches of no run: the presses below stop and pause nothing else
+    hotkeys = Hotkeys(controls, control.stop_key, control.pause_key).start()
+    try:
+        if not hotkeys.available:
+            fix = ("pip install -e '.[hotkeys]'" if not _installed("pynput")
+                   else "run where the keyboard can be listened to (an X display, a Windows desktop session)")
+            raise Problem(f"{hotkeys.reason}: a live run would have no stop or pause key, only Ctrl-C; {fix}")
+        from pynput import keyboard
+        stop, pause = hotkeys.keys(keyboard)
+        hotkeys.press(pause)
+        paused = controls.paused.is_set() and not controls.stop.is_set()
+        hotkeys.press(pause)
+        resumed = not controls.paused.is_set()
+        hotkeys.press(stop)
+        if not (paused and resumed and controls.stop.is_set()):
+            raise Problem(f"the listener runs, but a press of {control.stop_key!r} or {control.pause_key!r} as pynput "
+                          f"reports it did not stop or pause (stopped {controls.stop.is_set()}, paused {paused}, "
+                          f"resumed {resumed}): report it with --report")
+    finally:
+        hotkeys.stop()
+    return (f"listening to the keyboard; a press of {control.stop_key!r} (as pynput reports it: {stop}) stops a run "
+            f"and {control.pause_key!r} ({pause}) pauses and resumes it")
 
 
 # ---------------------------------------------------------------- the run
@@ -259,8 +328,16 @@ def run_checks(config: Config) -> tuple[list[Check], list[Check]]:
         _check("vigembus", check_vigembus),
         _check("pad driver", lambda: check_pad(config)),
     ]
-    optional = [_check("hotkeys (optional)", check_hotkeys, required=False)]
+    optional = [_check("hotkeys (optional)", lambda: check_hotkeys(config), required=False)]
     return checks, optional
+
+
+def _installed(package: str) -> bool:
+    try:
+        metadata.version(package)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def versions() -> dict[str, str]:

@@ -44,6 +44,9 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     """
     from explorer.run.builder import configure_threads, seed_everything
 
+    if config.run.workers > 1 and config.game.name == "gym":  # a worker's report carries x/y alone: no room, no frame cell
+        raise ExplorerError(f"run.workers = {config.run.workers} runs ViZDoom or the synthetic game; a Gymnasium game "
+                            "(game.name = gym) runs with run.workers = 1")
     if config.run.workers > 1:
         require_ray(config.run.workers)
     configure_threads(config.run.threads)
@@ -132,7 +135,7 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
                         checkpointer.save(done[0])
 
             driver.on_step(save)
-        coverage = Coverage(lambda s: s.info["position"])
+        coverage = Coverage(lambda s: s.info["position"], cell=env.cell)
         coverage.attach(driver)
         bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
         stack.callback(bar.close)
@@ -171,13 +174,14 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
     # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
     written = stats.steps > 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
-                              title=f"{config.game.map or config.game.scenario}, agent={config.run.agent}, "
+                              title=f"{game_title(config)}, agent={config.run.agent}, "
                                     f"{stats.steps} steps") if written else None
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
         "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
-        "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells),
+        "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells), "cells": cov.label,
+        "distinct_rooms": len(cov.rooms()) or None,
         "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
         "checkpoint": checkpointer.latest if checkpointer is not None else None,
@@ -194,3 +198,8 @@ def adds_per_step(config: Config) -> tuple[int, int]:
     """``(transitions, frames)`` the adder writes at most in one agent step: an episode's end flushes
     ``n_step`` transitions; its start writes the first observation's frames and the next one."""
     return config.learner.n_step + 1, config.observation.stack + 2
+
+
+def game_title(config: Config) -> str:
+    """The game a run played, for its picture: the Gymnasium id, else the map or the scenario."""
+    return config.game.id if config.game.name == "gym" else config.game.map or config.game.scenario

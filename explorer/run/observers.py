@@ -15,6 +15,8 @@ import numpy as np
 
 from explorer.config import Config, LearnerConfig
 from explorer.core import Learner, Step, action_stats
+from explorer.envs.gym.positions import FRAME_CELL_LABEL
+from explorer.run.coverage import MAP_CELLS
 from explorer.run.coverage import Coverage as CellCoverage
 from explorer.run.driver import Driver, Transition
 from explorer.run.rundir import RunDir
@@ -63,18 +65,24 @@ class Coverage:
     """Map cells visited per episode, from a position ``where(step) -> (x, y)`` (measurement only).
 
     Args:
-      where: the player's position in a step (``step.info["position"]`` for the built-in game).
+      where: the player's position in a step (``step.info["position"]`` for the built-in game): ``x``, ``y``
+        and optionally ``room`` and ``z``; or a frame cell (``key``, bytes) from a game without positions.
       every: add a position every this many steps (1: every step).
+      cell: the cell size, in the position's units.
     """
 
-    def __init__(self, where: Callable[[Step], Any], every: int = 1):
+    def __init__(self, where: Callable[[Step], Any], every: int = 1, cell: float = 64.0):
         self.where = where
         self.every = every
-        self.coverage = CellCoverage()
+        self.coverage = CellCoverage(cell)
 
     def _add(self, step: Step) -> None:
         p = self.where(step)
-        self.coverage.add(p.x, p.y)
+        key = getattr(p, "key", None)
+        if isinstance(key, bytes):  # a frame cell: the game reports no position
+            self.coverage.add_frame_cell(key, FRAME_CELL_LABEL)
+        else:
+            self.coverage.add(p.x, p.y, getattr(p, "room", None), getattr(p, "z", None))
 
     def attach(self, driver: Driver) -> None:
         driver.on_reset(self._add)
@@ -137,7 +145,8 @@ class MetricsLog:
         cov = self.coverage.coverage
         cells = cov.per_episode[-1]
         info = self.episode_info() if self.episode_info is not None else {}
-        self.run.log({"step": self.done(), "episode": n, "cells": cells, **info})
+        kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
+        self.run.log({"step": self.done(), "episode": n, "cells": cells, **kind, **info})
         self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
 
 

@@ -49,6 +49,9 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     from explorer.envs.screen import focus_check, make_screen
     from explorer.run.builder import build_agent, configure_threads, seed_everything
 
+    if resume is not None:  # the trained policy acts with the settings it learned with, or not at all
+        from explorer.run.resume import refuse_policy_changes, run_settings
+        refuse_policy_changes(resume, run_settings(resume), config)
     configure_threads(config.run.threads)
     seed_everything(config.run.seed)
     controls = controls or Controls()

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from explorer.files import atomic_save
-from explorer.run.coverage import Coverage
+from explorer.run.coverage import MAP_CELLS, Coverage
 
 
 def _save(fig: Any, path: str | Path, title: str = "", dpi: int = 90) -> Path:
@@ -30,10 +30,10 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
     """Draw where the player went (one colour per episode, cells visited shaded) and save a PNG."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.2, 1]})
     cell = coverage.cell
-    for cx, cy in coverage.all_cells:
+    for cx, cy in coverage.map_cells():
         ax.add_patch(plt.Rectangle((cx * cell, cy * cell), cell, cell, color="0.85", zorder=0))
     if coverage.path:
-        xy = np.asarray(coverage.path)
+        xy = coverage.plot_xy()
         ep = np.asarray(coverage.path_episode)
         episodes = np.unique(ep)
         cmap = plt.get_cmap("viridis", max(len(episodes), 2))
@@ -43,12 +43,18 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
             ax.plot(sel[0, 0], sel[0, 1], "o", ms=3, color=cmap(i))
     ax.set_aspect("equal")
     ax.autoscale()
-    ax.set_xlabel("x (map units)")
+    rooms = " (rooms side by side)" if coverage.room_stride() else ""
+    ax.set_xlabel(f"x (map units){rooms}")
     ax.set_ylabel("y (map units)")
-    ax.set_title(f"paths ({len(coverage.all_cells)} distinct {int(cell)}-unit cells)")
+    if coverage.label == MAP_CELLS:
+        ax.set_title(f"paths ({len(coverage.all_cells)} distinct {cell:g}-unit cells)")
+    else:  # a game without positions: no paths, the cells are pictures
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"no positions: {len(coverage.all_cells)} distinct\n{coverage.label}", ha="center",
+                va="center", wrap=True, transform=ax.transAxes)
     ax2.plot(np.arange(1, len(coverage.per_episode) + 1), coverage.per_episode, ".-")
     ax2.set_xlabel("episode")
-    ax2.set_ylabel("cells visited in the episode")
+    ax2.set_ylabel("cells visited in the episode" if coverage.label == MAP_CELLS else "frame cells in the episode")
     ax2.set_ylim(bottom=0)
     ax2.grid(alpha=0.3)
     return _save(fig, path, title, dpi=100)
@@ -59,7 +65,7 @@ def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -
     cells per episode of each worker, in the order its episodes ended; saves a PNG."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.2, 1]})
     cell = coverages[0].cell if coverages else 64.0
-    cells = set().union(*(c.all_cells for c in coverages)) if coverages else set()
+    cells = set().union(*(c.map_cells() for c in coverages)) if coverages else set()
     for cx, cy in cells:
         ax.add_patch(plt.Rectangle((cx * cell, cy * cell), cell, cell, color="0.85", zorder=0))
     cmap = plt.get_cmap("tab10" if len(coverages) <= 10 else "viridis", max(len(coverages), 2))

@@ -25,7 +25,7 @@ from explorer.agent.actor import LearningActor, RecordedActor
 from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
 from explorer.config import Config, check_replay
 from explorer.core import Step, Stopped, action_names
-from explorer.envs.session import Session, SessionEnv, SessionError, open_sessions
+from explorer.envs.session import Session, SessionEnv, SessionError, check_buttons, open_sessions
 from explorer.files import atomic_save, atomic_write, json_text
 from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import InlineTrainer
@@ -38,6 +38,18 @@ def _needs_actions(sessions: Sequence[Session]) -> None:
     if missing:
         raise SessionError(f"{', '.join(missing)}: no recorded actions (a person played; the stick values are unknown), "
                            "so there is nothing to learn Q(obs, action) from; replay sessions recorded by the agent")
+
+
+class _RecordedSteps(RecordedActor):
+    """The recorded actions, each checked: a step to learn from without a finite action is damaged data."""
+
+    def act(self, step: Step) -> np.ndarray:
+        action = super().act(step)
+        if not np.isfinite(action).all():
+            raise SessionError(f"session {step.info['session']} step {step.info['index']} has no recorded action "
+                               f"(or a non-finite one, {action.tolist()}) in the middle of an episode: the session "
+                               "is damaged or mixes steps a person played")
+        return action
 
 
 def frame_shape(sessions: Sequence[Session]) -> tuple[int, int, int]:
@@ -77,6 +89,7 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
 
     sessions = open_sessions(sessions)
     _needs_actions(sessions)
+    check_buttons(sessions, config.pad.buttons)
     frames = frame_shape(sessions)
     check_replay(frames, config.observation.stack, config.learner)  # the frames come from the sessions
     run_path = Path(run_path)
@@ -127,7 +140,7 @@ def _replay_train(config: Config, sessions: list[Session], run_path: Path, epoch
                     stopped_by = "steps"
                     break
                 env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
-                driver = Driver(env, RecordedActor(agent.actor), signals.controls)
+                driver = Driver(env, _RecordedSteps(agent.actor), signals.controls)
                 driver.on_step(trainer)
                 driver.on_step(on_step)
                 stopped_by = driver.run(max_steps=left).stopped_by
@@ -237,6 +250,8 @@ def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoin
     from explorer.run.builder import build_agent
 
     sessions = open_sessions(sessions)
+    check_buttons(sessions, config.pad.buttons, fix="the checkpoint's policy holds the buttons of the settings in "
+                  "use; evaluate it on sessions recorded with those buttons")
     find_checkpoint(checkpoint)  # before the agent is built: a wrong path is said at once
     agent = build_agent(config, frame_shape(sessions), deterministic=True)
     restore_checkpoint(agent, Path(checkpoint))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer.config import HOTKEY_NAMES, hotkey_name
 from explorer.core import ExplorerError, Stopped, Terminated
 from explorer.run.driver import Controls
 
@@ -235,48 +236,78 @@ HOTKEYS_JOIN_S = 5.0
 class Hotkeys:
     """Global stop and pause keys through ``pynput`` (``pip install 'explorer[hotkeys]'``).
 
-    Without ``pynput``, or without a keyboard to listen to, live mode still
-    stops on Ctrl-C and SIGTERM; :attr:`available` says which case holds and
-    :attr:`reason` why.
+    Each key's name (checked at load, :func:`explorer.config.hotkey_name`) is resolved to the
+    key pynput reports when it is pressed: ``keyboard.Key[name]`` for a named key, the typed
+    character otherwise. Without ``pynput``, without a keyboard to listen to, or on a platform
+    that lacks a configured key, live mode still stops on Ctrl-C and SIGTERM;
+    :attr:`available` says which case holds and :attr:`reason` why.
     """
 
     def __init__(self, controls: Controls, stop_key: str, pause_key: str):
         self.controls = controls
-        self.stop_key = stop_key.lower()
-        self.pause_key = pause_key.lower()
+        self.stop_key = hotkey_name(stop_key)
+        self.pause_key = hotkey_name(pause_key)
         self.available = False
         self.reason = ""
         self._listener: Any = None
+        self._stop_target: Any = None
+        self._pause_target: Any = None
 
-    def start(self) -> Hotkeys:
+    def keys(self, keyboard: Any) -> tuple[Any, Any]:
+        """The stop and pause keys as ``keyboard`` (``pynput.keyboard``) reports them when pressed.
+
+        Raises:
+          KeyError: this platform's pynput has no such key.
+        """
+        return resolve_key(keyboard, self.stop_key), resolve_key(keyboard, self.pause_key)
+
+    def press(self, key: Any) -> None:
+        """What a key press does: the stop key stops the run, the pause key pauses or resumes it."""
+        if _same_key(key, self._stop_target):
+            self.controls.request_stop(f"stop key {self.stop_key}")
+        elif _same_key(key, self._pause_target):
+            self.controls.toggle_pause()
+
+    def start(self, timeout_s: float = 2.0) -> Hotkeys:
+        """Start listening; :attr:`available` is True once the listener is ready (within ``timeout_s``)."""
         try:
             from pynput import keyboard
         except Exception as err:  # not installed, or no display to listen on
-            self.reason = f"pynput unavailable ({type(err).__name__}: {err})"
+            self.reason = f"pynput unavailable ({_said(err)})"
             return self
-
-        def name(key: Any) -> str:
-            return str(getattr(key, "name", None) or getattr(key, "char", "") or "").lower()
-
-        def on_press(key: Any) -> None:
-            pressed = name(key)
-            if pressed == self.stop_key:
-                self.controls.request_stop(f"stop key {self.stop_key}")
-            elif pressed == self.pause_key:
-                self.controls.toggle_pause()
-
         try:
-            self._listener = keyboard.Listener(on_press=on_press, daemon=True)
+            self._stop_target, self._pause_target = self.keys(keyboard)
+        except KeyError as err:
+            self.reason = f"pynput has no key {err} on this platform: choose another control.stop_key/pause_key"
+            return self
+        try:
+            self._listener = keyboard.Listener(on_press=self.press, daemon=True)
             self._listener.start()
-            self.available = True
         except Exception as err:
-            self.reason = f"cannot listen to the keyboard ({type(err).__name__}: {err})"
+            self.reason = f"cannot listen to the keyboard ({_said(err)})"
+            return self
+        deadline = time.monotonic() + timeout_s
+        while not getattr(self._listener, "_ready", True) and self._listener.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._listener.is_alive():
+            try:
+                self._listener.join(0)  # re-raises what stopped the listener's thread
+                self.reason = "the keyboard listener stopped as it started (no display or keyboard to listen to?)"
+            except Exception as err:
+                self.reason = f"cannot listen to the keyboard ({_said(err)})"
+            return self
+        if not getattr(self._listener, "_ready", True):
+            self.reason = f"the keyboard listener was not ready within {timeout_s:g} s"
+            return self
+        self.available = True
         return self
 
     def stop(self) -> None:
-        """Stop listening, and wait for the listener to let go of the display (it may close next)."""
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
+        """Stop listening, and wait for the listener to let go of the display (it may close next). A listener
+        whose thread ended, or that never became ready, is left alone: pynput's ``stop()`` waits for it to
+        become ready, which it then never does."""
+        listener, self._listener = self._listener, None
+        if listener is not None and listener.is_alive() and getattr(listener, "_ready", True):
             listener.stop()
             # pynput's X11 listener asks for its recording to end on the connection that records, where
             # X does not read it until the next key, so its thread would read on, and fail once the
@@ -287,3 +318,28 @@ class Hotkeys:
                     stopper.record_disable_context(context)
                     stopper.flush()
             listener.join(HOTKEYS_JOIN_S)
+
+
+def resolve_key(keyboard: Any, name: str) -> Any:
+    """The key ``keyboard`` (``pynput.keyboard``) reports for a hotkey name (a :data:`HOTKEY_NAMES` entry or a
+    character); KeyError when this platform's pynput lacks it."""
+    if name in HOTKEY_NAMES:
+        return keyboard.Key[name]
+    return keyboard.KeyCode.from_char(name)
+
+
+def _said(err: BaseException) -> str:
+    """An error on one line: pynput puts its remedies on lines of their own."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def _same_key(pressed: Any, target: Any) -> bool:
+    if target is None or pressed is None:
+        return False
+    char = getattr(target, "char", None)
+    if char is not None:  # a character: either case (Shift held, Caps Lock)
+        got = getattr(pressed, "char", None)
+        return isinstance(got, str) and got.lower() == char
+    # a named key comes as its Key member, or on some platforms as the key code it stands for
+    return bool(pressed == target or pressed == getattr(target, "value", None))

@@ -1,4 +1,4 @@
-"""Listing recorded sessions: length, duration, frame size, health (``explorer sessions``)."""
+"""Listing recorded sessions: length, duration, frame size, buttons, health (``explorer sessions``)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ from explorer.envs.session import Session, SessionError, find_sessions
 
 
 def describe(path: str | Path, verify: bool = False) -> dict[str, Any]:
-    """Facts about one session for listings; an unreadable one gives ``{"path", "error"}``."""
+    """Facts about one session for listings; an unreadable one gives ``{"path", "error"}`` (the
+    error names the file and what is wrong with it), so one bad session hides none of the others."""
     try:
         s = Session(path)
         h = s.health(verify=verify)
     except SessionError as err:
         return {"path": str(path), "error": str(err)}
-    inner = s.meta.get("meta", {})
+    except OSError as err:  # unreadable (permissions, a folder where a file should be)
+        return {"path": str(path), "error": f"{err.filename or path}: cannot be read ({err.strerror or err})"}
     return {"path": str(path), "steps": s.steps, "episodes": s.episodes, "duration_s": round(s.duration_s, 3),
-            "frame_shape": list(s.frame_shape) if s.frame_shape else None, "source": inner.get("source", "?"),
+            "frame_shape": list(s.frame_shape) if s.frame_shape else None,
+            "source": str(s.info.meta.get("source", "?")), "buttons": list(s.buttons),
             "actions": s.has_actions, "status": h.status, "lost_steps": h.lost_steps, "ok": h.ok,
             "health": h.summary()}
 

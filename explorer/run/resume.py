@@ -1,0 +1,106 @@
+"""Resuming a run (``explore --resume``, ``play --resume``): the run's own settings, the command line's on top,
+and never a trained policy acting with settings other than those it learned with."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from explorer import config as config_mod
+from explorer.config import Config, ConfigError
+
+#: the settings that give a trained policy's inputs and outputs their meaning: what it sees (the observation, the
+#: novelty averages and episode-step fraction of its context), what its outputs do (stick range and prior, the
+#: sticks and buttons they reach and how), and its networks' shapes. A resume that changed one would act with a
+#: policy on inputs or outputs it was not trained on.
+POLICY_SETTINGS = (
+    "observation.width", "observation.height", "observation.grayscale", "observation.stack",
+    "pad.camera_stick", "pad.walk_stick", "pad.invert_camera_y", "pad.invert_walk_y", "pad.buttons", "pad.tap_gap",
+    "learner.algo", "learner.action_low", "learner.action_high", "learner.action_prior", "learner.action_repeat",
+    "learner.context", "learner.view_strips", "learner.shared_encoder", "learner.filters", "learner.hidden",
+    "learner.feature", "learner.plan_candidates", "learner.oracle_map",
+    "novelty.signal", "novelty.embedding", "novelty.episodic_reward", "novelty.lifelong", "novelty.histogram_bins",
+    "novelty.embed_dim",
+    "game.episode_steps", "game.actions",
+)
+
+
+def _value(config: Config, key: str) -> Any:
+    section, name = key.split(".")
+    value = getattr(getattr(config, section), name)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)
+
+
+def policy_changes(trained: Config, config: Config) -> dict[str, tuple[Any, Any]]:
+    """The :data:`POLICY_SETTINGS` ``config`` gives other values than ``trained``: key -> (trained, now)."""
+    return {key: (_value(trained, key), _value(config, key)) for key in POLICY_SETTINGS
+            if _value(trained, key) != _value(config, key)}
+
+
+def resumed_config(run_dir: str | Path, config_file: str | Path | None, overrides: list[str], runs: str,
+                   flag: str = "--resume") -> Config:
+    """The settings of a resumed run: the run's ``config.toml``, then ``config_file``, then ``overrides``.
+
+    Args:
+      run_dir: the run directory to resume.
+      config_file: a TOML file given with ``--config``, merged over the run's settings.
+      overrides: ``--set`` and the command's own options, merged last.
+      runs: the kinds of run the command resumes, for the message when ``run_dir`` is none
+        (``"an explore run"``).
+      flag: the option that named ``run_dir``, for the messages.
+
+    Raises:
+      ConfigError: ``run_dir`` holds no config, or the merged settings change one of
+        :data:`POLICY_SETTINGS` (one line naming each, with the run's value and the new one).
+    """
+    trained = run_settings(run_dir, runs, flag)
+    run_config = Path(run_dir) / "config.toml"
+    newer = config_mod.missing_keys(run_config)
+    if newer:
+        print(f"explorer: {run_config} predates settings it does not set, which take today's defaults: "
+              + ", ".join(f"{k} = {v}" for k, v in newer.items())
+              + "; to resume with other values, pass them with --set", file=sys.stderr)
+    config = trained
+    if config_file:
+        config = config_mod.load(config_file, [], base=config)
+    config = config_mod.load(None, overrides, base=config)
+    given = " or ".join(name for name, used in (("--config", config_file), ("--set", overrides)) if used)
+    refuse_policy_changes(run_dir, trained, config, given, flag)
+    return config
+
+
+def run_settings(run_dir: str | Path, runs: str = "a run", flag: str = "--resume") -> Config:
+    """The settings a run directory's ``config.toml`` holds (validated as any config file).
+
+    Raises:
+      ConfigError: ``run_dir`` holds no ``config.toml`` (the message asks for the directory of ``runs``), or it
+        is not a valid config.
+    """
+    run_config = Path(run_dir) / "config.toml"
+    if not run_config.is_file():
+        raise ConfigError(f"{flag} {run_dir}: no config.toml there; give the run directory of {runs}")
+    return config_mod.load(run_config, [])
+
+
+def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, given: str = "",
+                          flag: str = "--resume") -> None:
+    """Raise a one-line :class:`ConfigError` when ``config`` changes a :data:`POLICY_SETTINGS` value of the run
+    ``run_dir`` (whose settings are ``trained``), naming each with the run's value and the new one.
+
+    Args:
+      given: where the changes came from (``"--set"``), for the message.
+      flag: the option that named ``run_dir``, for the message.
+    """
+    changed = policy_changes(trained, config)
+    if not changed:
+        return
+    listed = "; ".join(f"{key} = {_shown(new)} (the run's: {_shown(old)})" for key, (old, new) in changed.items())
+    raise ConfigError(f"{flag} {run_dir}: {given or 'the settings'} change what its trained policy sees or does: "
+                      f"{listed}; a trained policy acts only with the settings it was trained with: drop "
+                      f"{'that setting' if len(changed) == 1 else 'those settings'}, or start a new run")
