@@ -299,3 +299,15 @@ def test_a_wrong_cluster_address_fails_at_once_with_one_line_naming_it(tmp_path)
     finally:
         silent.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_skill_flag_reaches_the_engine_as_vizdooms_skill():
+    pytest.importorskip("vizdoom")
+    from explorer.envs import make_game
+
+    game = make_game(load(None, ["game.args=['-skill 2', '-nomonsters']"]))
+    try:
+        assert game.game.get_doom_skill() == 2 and "-nomonsters" in game.game.get_game_args().split()
+        assert "-skill" not in game.game.get_game_args().split()
+    finally:
+        game.close()
