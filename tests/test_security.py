@@ -5,6 +5,7 @@ cluster listens on this machine only (docs/security.md)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -224,6 +225,20 @@ def test_a_plain_record_name_names_the_session_folder(tmp_path):
     summary = record_screen(Config(), tmp_path, seconds=0.2, hz=20, screen=FakeScreen.counting((8, 8, 1)),
                             name="e1m1 run.2")
     assert Path(summary["path"]).parent == tmp_path and Path(summary["path"]).name.endswith("-e1m1 run.2")
+
+
+# ---------------------------------------------------------------- nothing is unpickled
+
+def test_nothing_in_explorer_unpickles_or_evaluates_what_it_reads():
+    """Sessions and checkpoints are read as data; a pickle (or eval) would run whatever a file holds."""
+    sources = {p: p.read_text(encoding="utf-8") for p in (REPO / "explorer").rglob("*.py")}
+    assert len(sources) > 30
+    banned = re.compile(r"\bimport (c?pickle|dill|joblib|marshal|shelve)\b|\bpickle\.|allow_pickle\s*=\s*True|"
+                        r"torch\.load|yaml\.load\(|\beval\(|\bexec\(|load_model\(")
+    for path, text in sources.items():
+        assert not banned.search(text), path
+        for call in re.finditer(r"\bnp\.load\(([^)]*)\)", text):
+            assert "allow_pickle=False" in call.group(1), (path, call.group())
 
 
 # ---------------------------------------------------------------- Ray
