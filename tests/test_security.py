@@ -199,7 +199,7 @@ def test_an_evaluation_is_written_where_the_command_line_says_not_where_the_eval
     monkeypatch.chdir(tmp_path)
     assert cli.main(["replay", "some-session", "--evaluate", str(run)]) == 1
     assert where[0].parent == Path("runs") and not elsewhere.exists()
-    assert f"sets run.dir = '{elsewhere}'" in capsys.readouterr().err
+    assert "sets run.dir" not in capsys.readouterr().err  # the run directory's place is not worth a line
 
 
 # ---------------------------------------------------------------- session names

@@ -75,7 +75,7 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
     if config_file:
         config = config_mod.load(config_file, [], base=config)
     config = config_mod.load(None, overrides, base=config)
-    for note in place_notes(run_config, dropped, config):
+    for note in place_notes(run_config, dropped, config) if flag == "--resume" else ():  # an evaluation uses none
         print(f"explorer: {note}", file=sys.stderr)
     given = " or ".join(name for name, used in (("--config", config_file), ("--set", overrides)) if used)
     refuse_policy_changes(run_dir, trained, config, given, flag)

@@ -35,10 +35,15 @@ def without_places(config: Config) -> tuple[Config, dict[str, Any]]:
     return config, dropped
 
 
+#: dropped without a word: where a new run directory goes (the command prints the one it made)
+_QUIET = ("run.dir",)
+
+
 def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config) -> list[str]:
-    """One line per setting the run's file set and the run does not take (``config`` is what it runs with:
-    a value the command line gave again is not mentioned)."""
+    """One line per setting the run's file set that the run goes without: those the command line left at
+    their defaults (``config`` is what the run goes on with), but ``run.dir``."""
+    defaults = Config()
     return [f"{run_config} sets {key} = {value!r}, which a run's own file does not choose (a folder written to, "
             f"a cluster joined or a module imported); pass it on the command line to use it "
             f"(--set {key}={config_mod.quote(str(value))})"
-            for key, value in dropped.items() if _get(config, key) != value]
+            for key, value in dropped.items() if key not in _QUIET and _get(config, key) == _get(defaults, key)]
