@@ -22,8 +22,10 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -201,6 +203,65 @@ class ControlConfig(_Section):
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a dotted module name (game.module)
 
 
+#: engine flags ``game.args`` may hold, each on its own: they change how the game plays and nothing else
+ENGINE_FLAGS = ("-nomonsters", "-fast", "-respawn", "-deathmatch", "-altdeath")
+#: engine flags ``game.args`` may hold with one whole number after them: flag -> (lowest, highest)
+ENGINE_NUMBER_FLAGS = {"-skill": (1, 5)}
+#: console variables ``game.args`` may set, as ``+name 0`` or ``+name 1``: rules of the game, nothing else
+ENGINE_CVARS = ("sv_cheats", "sv_noautoaim", "sv_nomonsters", "sv_fastmonsters", "sv_infiniteammo")
+#: the allow-list in words, for messages and docs
+ENGINE_ARGS_ALLOWED = ", ".join([*ENGINE_FLAGS, *(f"{f} N ({lo}-{hi})" for f, (lo, hi) in ENGINE_NUMBER_FLAGS.items()),
+                                 *(f"+{c} 0|1" for c in ENGINE_CVARS)])
+#: what an engine argument may be made of: words of these characters separated by spaces
+_ENGINE_ARG_TEXT = re.compile(r"[A-Za-z0-9_+\- ]*")
+
+
+def engine_args(args: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
+    """``game.args`` as the engine will see them, one tuple per argument with its value (``("-skill", "4")``).
+
+    The engine (ViZDoom, a ZDoom) takes far more than game rules on its command line: ``+logfile``,
+    ``+exec``, ``-file``, ``-config``, ``-record`` and a bare word write, run or load files, ``-host`` and
+    ``-join`` open the network. Only the allow-list above passes (:data:`ENGINE_ARGS_ALLOWED`).
+
+    Raises:
+      ValueError: an argument off the allow-list, or a value out of range; the message names it.
+    """
+    words = " ".join(args).split()
+    out: list[tuple[str, ...]] = []
+    i = 0
+    while i < len(words):
+        word, low = words[i], words[i].lower()
+        value = words[i + 1] if i + 1 < len(words) else None
+        if low in ENGINE_FLAGS:
+            out.append((low,))
+            i += 1
+            continue
+        if low in ENGINE_NUMBER_FLAGS or (low.startswith("+") and low[1:] in ENGINE_CVARS):
+            lo, hi = ENGINE_NUMBER_FLAGS.get(low, (0, 1))
+            if value is None or not (value.isascii() and value.isdigit()) or not lo <= int(value) <= hi:
+                raise ValueError(f"engine argument {word!r} takes a whole number from {lo} to {hi} after it, got "
+                                 f"{value!r}; game.args takes only {ENGINE_ARGS_ALLOWED}")
+            out.append((low, str(int(value))))
+            i += 2
+            continue
+        why = ("a console command or setting off the list (commands such as +logfile, +exec or +map write, run or "
+               "load files)" if word.startswith("+") else
+               "an engine option off the list (options such as -file, -iwad, -config, -record, -host or -join load or "
+               "write files or open the network)" if word.startswith("-") else
+               "a bare word, which the engine would load as a file")
+        raise ValueError(f"engine argument {word!r} is refused: {why}; game.args takes only {ENGINE_ARGS_ALLOWED}")
+    for arg in args:  # words the engine splits as explorer does: spaces between them, nothing else
+        if not _ENGINE_ARG_TEXT.fullmatch(arg):
+            bad = next(c for c in arg if not _ENGINE_ARG_TEXT.fullmatch(c))
+            raise ValueError(f"engine argument {arg!r} holds {bad!r}: engine arguments are words of letters, "
+                             f"digits, _, + and - separated by spaces; game.args takes only {ENGINE_ARGS_ALLOWED}")
+    return out
+
+
+#: a map's name in a WAD: up to 8 letters, digits, _ or - (the engine is told it on its command line)
+MAP_NAME = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]{0,7})?")
+
+
 class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
@@ -214,8 +275,10 @@ class GameConfig(_Section):
                      "WAD (IWAD) replaces the scenario's game and map WADs, a map WAD (PWAD) its map WAD; empty keeps the scenario's")
     map: str = Field("", description="map inside the WAD, e.g. E1M1 or MAP01 (checked before the engine starts); empty "
                      "keeps the scenario's, or with game.wad takes that WAD's first map")
-    args: tuple[str, ...] = Field((), description="extra engine arguments, e.g. [\"-nomonsters\"] (the map without monsters) "
-                                  "or [\"+sv_cheats 1\"]")
+    args: tuple[str, ...] = Field((), description="extra engine arguments, only game rules: -nomonsters -fast -respawn "
+                                  "-deathmatch -altdeath, -skill N (1-5), +sv_cheats +sv_noautoaim +sv_nomonsters "
+                                  "+sv_fastmonsters +sv_infiniteammo with 0 or 1, e.g. [\"-nomonsters\"] (the map "
+                                  "without monsters); anything else is refused (docs/security.md)")
     episode_steps: int = Field(525, gt=0, description="agent steps per episode")
     frame_skip: int = Field(4, ge=1, description="engine tics per agent step")
     resolution: Literal["160x120", "320x240", "640x480"] = Field("160x120", description="engine render resolution")
@@ -254,6 +317,23 @@ class GameConfig(_Section):
             raise ValueError(f"game.module = {self.module!r} is not a module name (dotted Python names, such as ale_py "
                              "or minigrid)")
         return self
+
+    @field_validator("args")
+    @classmethod
+    def _allowed_args(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            engine_args(args)
+        except ValueError as err:
+            raise PydanticCustomError("engine_args", str(err)) from None
+        return args
+
+    @field_validator("map")
+    @classmethod
+    def _map_name(cls, name: str) -> str:
+        if not MAP_NAME.fullmatch(name):
+            raise PydanticCustomError("map_name", "game.map takes a map's name: up to 8 letters, digits, _ or -, "
+                                      "e.g. E1M1 or MAP01")
+        return name
 
 
 class RunConfig(_Section):

@@ -154,7 +154,7 @@ def run_ingest(workers: int, seconds: float, sets: list[str], out: Path) -> dict
 
     from explorer.agent.outbox import Batch
     from explorer.config import frame_shape, load
-    from explorer.run.distributed import Coordinator, RemoteLearner
+    from explorer.run.distributed import Coordinator, RemoteLearner, loopback_only
     from explorer.run.rundir import RunDir
     from explorer.run.workers import Report
 
@@ -191,8 +191,9 @@ def run_ingest(workers: int, seconds: float, sets: list[str], out: Path) -> dict
         def stop(self) -> dict[str, Any]:
             return {}
 
-    ray.init(address="local", num_cpus=max(os.cpu_count() or 1, workers + 1), include_dashboard=False,
-             logging_level="warning", object_store_memory=256 * 2**20)
+    with loopback_only():  # this machine's alone, as explore's own local cluster
+        ray.init(address="local", num_cpus=max(os.cpu_count() or 1, workers + 1), include_dashboard=False,
+                 logging_level="warning", object_store_memory=256 * 2**20)
     try:
         run = RunDir(out, f"ingest-{workers}", config)
         learner = ray.remote(RemoteLearner).options(num_cpus=1).remote(config, str(run.path), (h, w, c), False, False)

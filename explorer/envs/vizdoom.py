@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.config import GameConfig, ObservationConfig
+from explorer.config import MAP_NAME, GameConfig, ObservationConfig, engine_args
 from explorer.core import N_AXES, NEUTRAL, ExplorerError, clamp
 from explorer.envs import doom_process
 from explorer.envs.screen import observation_shape, to_observation
@@ -136,8 +136,11 @@ class DoomGame:
         game.set_sound_enabled(False)
         game.set_seed(config.seed)
         game.add_game_args("+freelook 1" if config.look_scale > 0 else "+freelook 0")
-        for arg in config.args:
-            game.add_game_args(arg)
+        for arg in engine_args(config.args):  # the allow-list again: a config built around its checks gets no more
+            if arg[0] == "-skill":
+                game.set_doom_skill(int(arg[1]))  # ViZDoom puts its own -skill first, which the engine would take
+            else:
+                game.add_game_args(" ".join(arg))
         _start(game, os.path.dirname(vzd.__file__))
         try:
             self._setup(game)
@@ -349,6 +352,9 @@ def _scenario_path(scenario: str, bundled: str) -> str:
         if not os.path.isfile(scenario):
             raise GameError(f"game.scenario = {scenario!r}: no such file")
         return scenario
+    if not scenario or any(c in scenario for c in "/\\:") or scenario.startswith("."):
+        raise GameError(f"game.scenario = {scenario!r} is neither a bundled scenario's name nor a .cfg path; give "
+                        "a name such as my_way_home or freedoom, or the path of a .cfg file")
     for folder in (OWN_SCENARIOS, Path(bundled)):
         path = folder / f"{scenario}.cfg"
         if path.is_file():
@@ -357,8 +363,90 @@ def _scenario_path(scenario: str, bundled: str) -> str:
     raise GameError(f"game.scenario = {scenario!r} is not a bundled scenario; choose one of {', '.join(names)} or give a .cfg path")
 
 
+#: the largest scenario file read (ViZDoom's own are under 2 kB)
+MAX_SCENARIO_BYTES = 1 << 20
+
+#: the keys of a ViZDoom scenario file explorer lets through, lower case without underscores as ViZDoom
+#: compares them: the game, its map, rules, rewards and what the engine renders. ``game_args`` is checked
+#: against the allow-list of ``game.args``; ``doom_map`` must be a map's name
+SCENARIO_KEYS = frozenset({
+    "availablebuttons", "availablegamevariables", "gameargs", "buttonmaxvalue", "mode", "ticrate", "seed",
+    "doomgamepath", "doomscenariopath", "doommap", "doomskill", "episodetimeout", "episodestarttime",
+    "livingreward", "deathpenalty", "deathreward", "mapexitreward", "killreward", "itemreward", "secretreward",
+    "fragreward", "hitreward", "hittakenpenalty", "hittakenreward", "damagemadereward", "damagetakenpenalty",
+    "damagetakenreward", "healthreward", "armorreward", "screenresolution", "screenformat", "depthbufferenabled",
+    "labelsbufferenabled", "automapbufferenabled", "automapmode", "automaprotate", "automaprendertextures",
+    "automaprenderobjectsassprites", "objectsinfoenabled", "sectorsinfoenabled", "renderhud", "renderminimalhud",
+    "renderweapon", "rendercrosshair", "renderdecals", "renderparticles", "rendereffectssprites", "rendermessages",
+    "rendercorpses", "renderscreenflashes", "renderallframes", "windowvisible", "consoleenabled", "soundenabled",
+    "audiobufferenabled", "audiobuffersize", "audiosamplingrate", "notificationsbufferenabled",
+    "notificationsbuffersize"
+})
+#: keys refused with the reason
+_REFUSED_KEYS = {"vizdoompath": "it names the program started as the engine",
+                 "doomconfigpath": "it names a file the engine reads its settings from and writes them back to"}
+
+
+def check_scenario_file(path: str) -> None:
+    """Raise :class:`GameError` unless every setting in scenario file ``path`` is one explorer lets through.
+
+    A scenario file (``.cfg``) is read by ViZDoom, which takes more from it than a scenario needs: the
+    program to start as the engine (``vizdoom_path``), a settings file the engine writes
+    (``doom_config_path``) and engine arguments (``game_args``). A file from elsewhere (a run directory, a
+    download) must not get those: keys are checked against :data:`SCENARIO_KEYS`, read the way ViZDoom
+    reads them (case and underscores ignored, ``key = value`` or ``key += value``, ``#`` comments).
+    """
+    for number, raw in enumerate(_read_scenario(path).split(b"\n"), 1):
+        line = raw.decode("latin-1").strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue  # a comment, a list's items (no "="), or a line ViZDoom rejects itself
+        key, _, value = line.partition("+=") if "+=" in line else line.partition("=")
+        name = "".join(key.lower().split()).replace("_", "")
+        where = f"game.scenario = {path!r}, line {number} ({key.strip()!r})"
+        if name in _REFUSED_KEYS or name not in SCENARIO_KEYS:
+            why = _REFUSED_KEYS.get(name, "it is not a scenario setting explorer knows")
+            raise GameError(f"{where} is refused: {why}; remove the line, or use a bundled scenario")
+        if name == "gameargs":
+            try:
+                engine_args([value.strip()])
+            except ValueError as err:
+                raise GameError(f"{where}: {err}") from None
+        if name == "doommap" and not MAP_NAME.fullmatch(value.strip()):
+            raise GameError(f"{where}: {value.strip()!r} is not a map's name (up to 8 letters, digits, _ or -)")
+
+
+def _read_scenario(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)
+    except OSError as err:
+        raise GameError(f"game.scenario = {path!r} cannot be read: {err.strerror or err}") from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise GameError(f"game.scenario = {path!r} is larger than {MAX_SCENARIO_BYTES >> 20} MB, which no scenario "
+                        "file is; give a ViZDoom scenario (.cfg) file")
+    return data
+
+
+def _check_loaded(game: Any, path: str, engine: str, settings: str) -> None:
+    """What ViZDoom took from scenario file ``path``, whatever key set it: the engine program and its
+    settings file as they were, engine arguments on the allow-list."""
+    if game.get_vizdoom_path() != engine or game.get_doom_config_path() != settings:
+        raise GameError(f"game.scenario = {path!r} is refused: it names the program started as the engine or a "
+                        "settings file the engine writes; remove that line, or use a bundled scenario")
+    try:
+        engine_args([game.get_game_args()])
+    except ValueError as err:
+        raise GameError(f"game.scenario = {path!r}: {err}") from None
+
+
 def _load_scenario(game: Any, path: str) -> None:
-    """``game.load_config(path)``, an error naming the file and its first bad line when ViZDoom rejects a line."""
+    """``game.load_config(path)``, an error naming the file and its first bad line when ViZDoom rejects a line.
+
+    A file ViZDoom takes is then checked (:func:`check_scenario_file`, and what it set) before anything
+    else happens; the file is read whole first only to bound its size.
+    """
+    _read_scenario(path)
+    engine, settings = game.get_vizdoom_path(), game.get_doom_config_path()
     with tempfile.TemporaryFile() as err:
         # ViZDoom prints what it rejects on the C++ side, to file descriptor 2, and only returns False.
         sys.stderr.flush()
@@ -376,6 +464,8 @@ def _load_scenario(game: Any, path: str) -> None:
         more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
         raise GameError(f"game.scenario = {path!r} is not a valid ViZDoom scenario file: {first}{more}; "
                         "fix the file (key = value lines, # comments) or choose a bundled scenario")
+    check_scenario_file(path)
+    _check_loaded(game, path, engine, settings)
 
 
 def _set_wad(game: Any, name: str, package_dir: str) -> Wad | None:

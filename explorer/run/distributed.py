@@ -28,12 +28,15 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import signal
+import socket
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
-from contextlib import ExitStack, nullcontext, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,13 +153,18 @@ class Cluster:
         run = config.run
         self.need_cpus = run.workers * run.worker_cpus + 1
         self.address = run.address or os.environ.get("RAY_ADDRESS", "")
+        if self.address == "local":
+            self.address = ""  # Ray's word for a cluster of this machine: the one started below
         self.owned = not ray.is_initialized()
+        self.temp_dir: str | None = None
         env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}}
         if not self.owned:
             self.address = "the connected cluster"
         elif self.address:
+            check_address(self.address)  # a wrong address fails here, in seconds, rather than hang in ray.init
             try:
-                ray.init(address=self.address, logging_level=logging.WARNING, runtime_env=env)
+                with _few_gcs_tries():
+                    ray.init(address=self.address, logging_level=logging.WARNING, runtime_env=env)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise ExplorerError(f"cannot join the Ray cluster at {self.address}: {_one_line(err)}; start one with "
                                     f"ray start --head (if it uses token authentication, set RAY_AUTH_MODE=token and "
@@ -165,8 +173,15 @@ class Cluster:
         else:
             # Logical CPUs: on a small machine the workers and the learner share its cores.
             cpus = max(os.cpu_count() or 1, math.ceil(self.need_cpus))
-            ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
-                     object_store_memory=_object_store_bytes(config), runtime_env=env)
+            self.temp_dir = _private_temp_dir()
+            try:
+                with loopback_only():
+                    ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
+                             object_store_memory=_object_store_bytes(config), runtime_env=env,
+                             _temp_dir=os.path.join(self.temp_dir, "ray") if self.temp_dir else None)
+            except BaseException:
+                self._remove_temp_dir()
+                raise
             self.address = "local"
         resources = ray.cluster_resources()
         self.cpus = float(resources.get("CPU", 0.0))
@@ -194,7 +209,136 @@ class Cluster:
     def close(self) -> None:
         if self.owned and ray.is_initialized():
             ray.shutdown()
+        self._remove_temp_dir()
         _restore(self._handlers)
+
+    def _remove_temp_dir(self) -> None:
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+
+
+#: Ray's switch between a cluster of many machines and Ray on this machine alone (its default on
+#: Windows and macOS); read by ``ray._private.services`` each time it picks the node's address
+_LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def loopback_only() -> Iterator[None]:
+    """Within it, a local cluster Ray starts listens on 127.0.0.1 only: its GCS, raylet, object manager,
+    agents and every worker, and this process's own Ray server.
+
+    On Linux Ray takes the machine's network address as the node's, and its servers then listen on every
+    interface; ``ray.init(_node_ip_address="127.0.0.1")`` is turned back into that address. Ray's
+    local-only mode gives every server 127.0.0.1: it is switched on for this process (the setting Ray
+    reads) and for the processes Ray starts (its environment variable), and put back afterwards.
+    A cluster of several machines is started with ``ray start --head`` and joined with ``run.address``
+    (docs/scaling.md).
+    """
+    from ray._private import ray_constants
+
+    saved_env, saved = os.environ.get(_LOCAL_ONLY_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_LOCAL_ONLY_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(_LOCAL_ONLY_ENV, None)
+        else:
+            os.environ[_LOCAL_ONLY_ENV] = saved_env
+
+
+def _private_temp_dir() -> str | None:
+    """A folder only this user can enter, to hold the local cluster's session files: Ray makes its own
+    folders world-writable (0777), so they go in ``<this folder>/ray``. Short, as Ray's socket paths
+    must be. None on Windows (Ray's default there)."""
+    if sys.platform == "win32":
+        return None
+    root = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix="explorer-ray-", dir=root)  # mode 0700
+
+
+#: Ray's count of tries (about a second apart) to reach a cluster's GCS before ray.init gives up
+_GCS_TRIES_ENV, GCS_TRIES = "RAY_gcs_server_port_wait_time_s", 5
+
+
+@contextmanager
+def _few_gcs_tries() -> Iterator[None]:
+    """Joining a cluster, ``ray.init`` gives up after :data:`GCS_TRIES` tries instead of Ray's 20 (a server that
+    answers as gRPC but is not Ray's GCS); an operator's own ``RAY_gcs_server_port_wait_time_s`` is kept."""
+    if _GCS_TRIES_ENV in os.environ:
+        yield
+        return
+    os.environ[_GCS_TRIES_ENV] = str(GCS_TRIES)
+    try:
+        yield
+    finally:
+        os.environ.pop(_GCS_TRIES_ENV, None)
+
+
+#: seconds a cluster's address has to answer in
+ADDRESS_TIMEOUT_S = 5.0
+#: what an HTTP/2 client says first; a gRPC server (Ray's GCS and its client server) answers with a SETTINGS frame
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def check_address(address: str, timeout: float = ADDRESS_TIMEOUT_S) -> None:
+    """Raise a one-line :class:`ExplorerError` naming ``address`` unless a Ray cluster answers there.
+
+    ``ray.init`` retries an address that does not answer for minutes; this tries it once, bounded: the
+    name resolved, a TCP connection made and a gRPC server's greeting read, all within ``timeout``
+    seconds (with ``RAY_USE_TLS`` the connection alone). ``auto`` is checked at the address Ray finds.
+    """
+    shown = address
+    if address == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+            found = canonicalize_bootstrap_address("auto")
+        except Exception:
+            found = None
+        if found is None:
+            return  # ray.init says at once that there is no cluster to find
+        address, shown = found, f"auto ({found})"
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ExplorerError(f"--address {shown!r} is not a Ray cluster's address: give host:port as ray start --head "
+                            "prints it (e.g. 10.0.0.5:6379), ray://host:10001, or auto")
+    tls = os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true")
+    outcome: list[str | bytes] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+                if tls:
+                    outcome.append(b"")
+                    return
+                conn.settimeout(timeout)
+                conn.sendall(_HTTP2_PREFACE)
+                greeting = b""
+                while len(greeting) < 9:  # a frame's header: length (3 bytes), type (1), flags, stream
+                    part = conn.recv(9 - len(greeting))
+                    if not part:
+                        break
+                    greeting += part
+                outcome.append(greeting)
+        except TimeoutError:
+            outcome.append(f"it did not answer within {timeout:g} s")
+        except OSError as err:
+            outcome.append(f"{err.strerror or err}")
+
+    thread = threading.Thread(target=probe, name="ray-address-check", daemon=True)
+    thread.start()
+    thread.join(2 * timeout + 1)  # a name lookup is not bounded by the socket's timeout
+    answer = outcome[0] if outcome else f"it did not answer within {2 * timeout + 1:g} s"
+    if isinstance(answer, bytes) and (tls or (len(answer) >= 4 and answer[3] == 0x04)):
+        return
+    why = answer if isinstance(answer, str) else "something answers there, but not a Ray cluster (no gRPC server)"
+    raise ExplorerError(f"cannot join the Ray cluster at {shown}: {why}; check the address ray start --head printed "
+                        "(--address or run.address), or leave them and RAY_ADDRESS empty for a local cluster")
 
 
 _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")

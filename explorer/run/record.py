@@ -23,10 +23,28 @@ from explorer.run.observers import SessionRecorder, blank_warning
 from explorer.run.rundir import timestamped_path
 from explorer.run.safety import Kept, join_sentences, stop_on_signals
 
+#: the longest ``--name`` (the folder's name adds a time stamp and maybe a number to it)
+MAX_NAME = 100
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can be the end of a folder's name, else a one-line :class:`ExplorerError`.
+
+    A name is part of one file name inside ``--out``: no folder separators, no ``..``, no drive, nothing
+    the file system would take for a path or refuse.
+    """
+    bad = next((c for c in name if c in '/\\:*?"<>|' or not c.isprintable()), None)
+    if not name.strip() or name.strip(".") == "" or bad is not None or len(name) > MAX_NAME or name != name.strip():
+        why = (f"it holds {bad!r}" if bad is not None else f"it is longer than {MAX_NAME} characters"
+               if len(name) > MAX_NAME else "it is empty, dots only, or starts or ends with a space")
+        raise ExplorerError(f"--name {name!r} cannot name a session folder: {why}; give a plain name such as "
+                            "e1m1-run (letters, digits, - _ . and spaces), the session goes in --out")
+    return name
+
 
 def new_session_path(parent: str | Path, name: str) -> Path:
-    """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists."""
-    return timestamped_path(parent, name)
+    """``<parent>/<YYYYmmdd-HHMMSS>-<name>``, numbered if it exists; ``name`` is checked (:func:`check_name`)."""
+    return timestamped_path(parent, check_name(name))
 
 
 def record_screen(config: Config, out: str | Path, seconds: float | None = None, hz: float | None = None,
@@ -53,6 +71,8 @@ def record_screen(config: Config, out: str | Path, seconds: float | None = None,
     from explorer.envs.pad import NullPad
     from explorer.envs.screen import make_screen
 
+    if path is None:
+        check_name(name)  # before anything opens
     hz = hz or config.control.hz
     screen = screen if screen is not None else make_screen(config.capture, config.observation)
     region = screen_region(screen)

@@ -47,6 +47,9 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
                    flag: str = "--resume") -> Config:
     """The settings of a resumed run: the run's ``config.toml``, then ``config_file``, then ``overrides``.
 
+    The run's file does not choose places outside the run (:data:`explorer.run.trust.PLACES`: folders
+    written to, the Ray cluster, a module imported); one line says what it set that is not taken.
+
     Args:
       run_dir: the run directory to resume.
       config_file: a TOML file given with ``--config``, merged over the run's settings.
@@ -59,7 +62,9 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
       ConfigError: ``run_dir`` holds no config, or the merged settings change one of
         :data:`POLICY_SETTINGS` (one line naming each, with the run's value and the new one).
     """
-    trained = run_settings(run_dir, runs, flag)
+    from explorer.run.trust import place_notes, without_places
+
+    trained, dropped = without_places(run_settings(run_dir, runs, flag))  # the file picks no place outside the run
     run_config = Path(run_dir) / "config.toml"
     newer = config_mod.missing_keys(run_config)
     if newer:
@@ -70,6 +75,8 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
     if config_file:
         config = config_mod.load(config_file, [], base=config)
     config = config_mod.load(None, overrides, base=config)
+    for note in place_notes(run_config, dropped, config) if flag == "--resume" else ():  # an evaluation uses none
+        print(f"explorer: {note}", file=sys.stderr)
     given = " or ".join(name for name, used in (("--config", config_file), ("--set", overrides)) if used)
     refuse_policy_changes(run_dir, trained, config, given, flag)
     return config

@@ -1,0 +1,49 @@
+"""Settings a run directory's own ``config.toml`` may not choose for the run that reads it.
+
+A run directory can come from anyone (a download, a colleague's share). Its ``config.toml``
+sets how a resumed run (``explore --resume``, ``play --resume``) or an evaluation
+(``replay --evaluate``) plays and learns, but not where else explorer writes, which machines it
+talks to or which Python module it imports: those settings (:data:`PLACES`) are taken from the
+command line (``--out``, ``--record``, ``--address``, ``--config``, ``--set``) or the defaults, never
+from the file. What else a run directory may hold, and what is refused, is in ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from explorer import config as config_mod
+from explorer.config import Config
+
+#: settings naming something outside the run: a folder written to, a Ray cluster joined, a module imported
+PLACES = ("run.dir", "record.dir", "run.address", "game.module")
+
+
+def _get(config: Config, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(config, section), name)
+
+
+def without_places(config: Config) -> tuple[Config, dict[str, Any]]:
+    """``config`` (a run's own settings) with :data:`PLACES` back at their defaults, and what it had set
+    them to (setting -> value) where that differed."""
+    defaults = Config()
+    dropped = {key: _get(config, key) for key in PLACES if _get(config, key) != _get(defaults, key)}
+    if dropped:
+        config = config.replace(**{key: _get(defaults, key) for key in dropped})
+    return config, dropped
+
+
+#: dropped without a word: where a new run directory goes (the command prints the one it made)
+_QUIET = ("run.dir",)
+
+
+def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config) -> list[str]:
+    """One line per setting the run's file set that the run goes without: those the command line left at
+    their defaults (``config`` is what the run goes on with), but ``run.dir``."""
+    defaults = Config()
+    return [f"{run_config} sets {key} = {value!r}, which a run's own file does not choose (a folder written to, "
+            f"a cluster joined or a module imported); pass it on the command line to use it "
+            f"(--set {key}={config_mod.quote(str(value))})"
+            for key, value in dropped.items() if key not in _QUIET and _get(config, key) == _get(defaults, key)]
