@@ -21,7 +21,10 @@ SHAPE = (16, 16, 1)
 HANG_S = 300.0  # only a guard against a hang
 
 
-def live(screen, pad, actor, seconds=5.0, **env_kw):
+def live(screen, pad, actor, seconds=HANG_S, **env_kw):
+    # The capture's alarms (frames uniform, as FakeScreen.counting's are, or none new) go off after HANG_S unless
+    # a test sets them: a loaded machine does not set them off in the tests that do not check them.
+    env_kw = {"blank_s": HANG_S, "stall_s": HANG_S, "first_frame_timeout_s": HANG_S, **env_kw}
     env = LiveEnv(screen, pad, stack=3, ring_capacity=16, capture_fps=100, hz=50, watchdog_s=3 / 50, **env_kw)
     try:
         return Driver(env, actor).run(max_seconds=seconds)
@@ -78,12 +81,12 @@ def test_sigterm_to_a_live_run_leaves_the_pad_neutral(tmp_path):
                     print("acting", flush=True)
                 return super().act(step) * 0 + 0.8
 
-        live(FakeScreen.counting(SHAPE), RecordingPad(log={str(log)!r}), Announce(), seconds=30)
+        live(FakeScreen.counting(SHAPE), RecordingPad(log={str(log)!r}), Announce(), seconds=300)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "acting"
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(15) == 143
+    assert proc.wait(HANG_S) == 143
     lines = log.read_text().splitlines()
     assert lines[0].startswith("send 0.8000")
     last_send = max(i for i, line in enumerate(lines) if line.startswith("send"))

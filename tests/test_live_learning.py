@@ -37,7 +37,7 @@ def moving_screen():
 
 def live(agent, threaded, pad, seconds, window=None):
     env = LiveEnv(moving_screen(), pad, stack=3, ring_capacity=16, capture_fps=100, hz=50, watchdog_s=3 / 50,
-                  window=window)
+                  window=window, stall_s=HANG_S, first_frame_timeout_s=HANG_S)  # alarms a loaded machine would set off
     driver = Driver(env, agent.actor)
     driver.before_act(lambda: threaded.sync(agent.actor))
     try:
