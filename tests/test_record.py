@@ -140,16 +140,32 @@ def test_a_full_disk_when_a_session_starts_leaves_nothing(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_add_is_cheap_on_the_calling_thread(tmp_path):
+def test_add_is_cheap_on_the_calling_thread(tmp_path, monkeypatch):
+    """add() copies the frame and queues it: it never waits for the disk, so it returns however slowly the
+    chunks are written (here: never, until the steps are all taken)."""
+    import explorer.envs.recorder as recorder
+
     frame = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
-    costs = []
-    with Recorder(tmp_path / "s", {}, chunk_frames=32) as rec:
-        for i in range(120):
-            t0 = time.perf_counter()
-            rec.add(frame, np.zeros(4, np.float32), 0.0, i == 0, False)
-            costs.append(time.perf_counter() - t0)
-            time.sleep(0.002)
-    assert np.median(costs) < 1e-3  # the median, because this machine is shared
+    writing, release, writers = threading.Event(), threading.Event(), []
+    write_chunk = recorder.write_chunk
+
+    def stuck(*args, **kwargs):
+        writers.append(threading.current_thread().name)
+        writing.set()
+        release.wait(300)  # only a guard against a hang
+        return write_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(recorder, "write_chunk", stuck)
+    try:
+        with Recorder(tmp_path / "s", {}, chunk_frames=32) as rec:
+            for i in range(120):
+                rec.add(frame, np.zeros(4, np.float32), 0.0, i == 0, False)
+            assert writing.wait(300), "the writer never started the first chunk"
+            assert rec.steps == 120 and rec.committed == 0 and rec.wait_s == 0.0  # all taken while it was stuck
+            release.set()
+    finally:
+        release.set()
+    assert set(writers) == {"session-writer"}  # chunks are written on the writer's thread only
     assert len(Session(tmp_path / "s")) == 120
 
 
