@@ -158,7 +158,7 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
 
     elsewhere = tmp_path / "elsewhere"
     run = _run_dir(tmp_path, {"record": {"dir": str(elsewhere)}, "run": {"address": "192.0.2.9:6379", "seed": 7},
-                              "game": {"module": "antigravity"}})
+                              "game": {"module": "antigravity", "kwargs": {"log_file": "/tmp/x", "n": 2}}})
     seen = []
 
     def explore(config, progress=True, run_path=None):
@@ -169,10 +169,12 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
     assert cli.main(["explore", "--resume", str(run)]) == 1
     (config,) = seen
     assert config.record.dir == "" and config.run.address == "" and config.game.module == "" and config.run.seed == 7
+    assert dict(config.game.kwargs) == {}
     err = capsys.readouterr().err
     assert f"{run / 'config.toml'} sets record.dir = '{elsewhere}', which a run's own file does not choose" in err
     assert "sets run.address = '192.0.2.9:6379'" in err and "--set run.address=" in err
     assert "sets game.module = 'antigravity'" in err
+    assert """--set 'game.kwargs={"log_file" = "/tmp/x", "n" = 2}'""" in err
     # given on the command line, they are taken
     record = tmp_path / "mine"
     assert cli.main(["explore", "--resume", str(run), "--record", str(record), "--address", "192.0.2.7:6379"]) == 1

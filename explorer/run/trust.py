@@ -16,8 +16,9 @@ from typing import Any
 from explorer import config as config_mod
 from explorer.config import Config
 
-#: settings naming something outside the run: a folder written to, a Ray cluster joined, a module imported
-PLACES = ("run.dir", "record.dir", "run.address", "game.module")
+#: settings naming something outside the run: a folder written to, a Ray cluster joined, a module imported, the
+#: arguments handed to an installed Gymnasium env's constructor (which may name files of its own)
+PLACES = ("run.dir", "record.dir", "run.address", "game.module", "game.kwargs")
 
 
 def _get(config: Config, key: str) -> Any:
@@ -39,11 +40,32 @@ def without_places(config: Config) -> tuple[Config, dict[str, Any]]:
 _QUIET = ("run.dir",)
 
 
+def _toml(value: Any) -> str:
+    """``value`` (a setting's) as a TOML value for ``--set``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{config_mod.quote(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return config_mod.quote(str(value))
+
+
+def _set(key: str, value: Any) -> str:
+    """The ``--set`` that gives ``key`` the ``value`` (a table in shell quotes)."""
+    if isinstance(value, dict):
+        return f"--set '{key}={_toml(value)}'"
+    return f"--set {key}={config_mod.quote(str(value))}"
+
+
 def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config) -> list[str]:
     """One line per setting the run's file set that the run goes without: those the command line left at
     their defaults (``config`` is what the run goes on with), but ``run.dir``."""
     defaults = Config()
     return [f"{run_config} sets {key} = {value!r}, which a run's own file does not choose (a folder written to, "
-            f"a cluster joined or a module imported); pass it on the command line to use it "
-            f"(--set {key}={config_mod.quote(str(value))})"
+            f"a cluster joined, a module imported or an installed env's arguments); pass it on the command line "
+            f"to use it "
+            f"({_set(key, value)})"
             for key, value in dropped.items() if key not in _QUIET and _get(config, key) == _get(defaults, key)]
