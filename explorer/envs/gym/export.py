@@ -109,7 +109,10 @@ class PadEnv(gymnasium.Env):
             self.env.neutral()
             raise
         frame, info = self._out(step)
-        return frame, 0.0, bool(step.last and not step.truncated), bool(step.truncated), info
+        # For another library, explorer's own budget (Doom's "timeout": episode_steps ran out) is a time limit,
+        # which it cannot see coming: truncated, as Gymnasium's TimeLimit would say.
+        cut = step.truncated or (step.last and getattr(self.env, "outcome", None) == "timeout")
+        return frame, 0.0, bool(step.last and not cut), bool(cut), info
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array" or self._frame is None:
