@@ -499,7 +499,7 @@ def report(dirs: list[str], out: Path) -> int:
                          f"report one budget at a time")
     found = {r["agent"] for r in results.values()}
     agents = [a for a in BASELINES if a in found] + sorted(found - set(BASELINES))
-    maps = [m for m in MAPS if any(r["map"] == m for r in results.values())]
+    maps = [m for m in ALL_MAPS if any(r["map"] == m for r in results.values())]
     runs = list(results.values())
     table, _ = suite_table(runs, agents, maps)
     text = table + "\nPer seed: cells per episode budget (distinct cells; on my_way_home, the goal in the last 20)\n\n" \
