@@ -100,6 +100,10 @@ class _FakeKeyboard:
             def stop(self) -> None:
                 self.stopped = True
 
+            def join(self, timeout: float | None = None) -> None:
+                """pynput's listener is a thread: stopping waits for it (this one has ended at stop())."""
+                assert self.stopped, "joined before it was asked to stop"
+
         self.Listener = Listener
 
 
