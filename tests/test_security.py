@@ -18,7 +18,7 @@ import pytest
 import tomli_w
 
 from explorer import cli
-from explorer.config import ConfigError, load
+from explorer.config import Config, ConfigError, load
 from explorer.core import ExplorerError
 from explorer.testing.fakes import FakeScreen
 
@@ -158,7 +158,8 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
 
     elsewhere = tmp_path / "elsewhere"
     run = _run_dir(tmp_path, {"record": {"dir": str(elsewhere)}, "run": {"address": "192.0.2.9:6379", "seed": 7},
-                              "game": {"module": "antigravity", "kwargs": {"log_file": "/tmp/x", "n": 2}}})
+                              "game": {"module": "antigravity", "kwargs": {"log_file": "/tmp/x", "n": 2}},
+                              "control": {"watchdog_ticks": 1000, "countdown_s": 0.0, "stop_key": "x"}})
     seen = []
 
     def explore(config, progress=True, run_path=None):
@@ -170,11 +171,15 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
     (config,) = seen
     assert config.record.dir == "" and config.run.address == "" and config.game.module == "" and config.run.seed == 7
     assert dict(config.game.kwargs) == {}
+    defaults = Config().control  # the pad's safety is the person's at the pad, not the file's to loosen
+    assert (config.control.watchdog_ticks, config.control.countdown_s, config.control.stop_key) == (
+        defaults.watchdog_ticks, defaults.countdown_s, defaults.stop_key)
     err = capsys.readouterr().err
     assert f"{run / 'config.toml'} sets record.dir = '{elsewhere}', which a run's own file does not choose" in err
     assert "sets run.address = '192.0.2.9:6379'" in err and "--set run.address=" in err
     assert "sets game.module = 'antigravity'" in err
     assert """--set 'game.kwargs={"log_file" = "/tmp/x", "n" = 2}'""" in err
+    assert "sets control.watchdog_ticks = 1000" in err and "--set control.watchdog_ticks=" in err
     # given on the command line, they are taken
     record = tmp_path / "mine"
     assert cli.main(["explore", "--resume", str(run), "--record", str(record), "--address", "192.0.2.7:6379"]) == 1

@@ -3,7 +3,8 @@
 A run directory can come from anyone (a download, a colleague's share). Its ``config.toml``
 sets how a resumed run (``explore --resume``, ``play --resume``) or an evaluation
 (``replay --evaluate``) plays and learns, but not where else explorer writes, which machines it
-talks to or which Python module it imports: those settings (:data:`PLACES`) are taken from the
+talks to, which Python module it imports or how the live pad's safety works (its stop and pause keys,
+watchdog, countdown): those settings (:data:`PLACES`) are taken from the
 command line (``--out``, ``--record``, ``--address``, ``--config``, ``--set``) or the defaults, never
 from the file. What else a run directory may hold, and what is refused, is in ``docs/security.md``.
 """
@@ -17,8 +18,11 @@ from explorer import config as config_mod
 from explorer.config import Config
 
 #: settings naming something outside the run: a folder written to, a Ray cluster joined, a module imported, the
-#: arguments handed to an installed Gymnasium env's constructor (which may name files of its own)
-PLACES = ("run.dir", "record.dir", "run.address", "game.module", "game.kwargs")
+#: arguments handed to an installed Gymnasium env's constructor (which may name files of its own); and the live
+#: pad's safety settings, which are the person's at the pad, never a file's to loosen
+PLACES = ("run.dir", "record.dir", "run.address", "game.module", "game.kwargs",
+          "control.stop_key", "control.pause_key", "control.watchdog_ticks", "control.countdown_s",
+          "control.pause_unfocused")
 
 
 def _get(config: Config, key: str) -> Any:
@@ -57,7 +61,7 @@ def _set(key: str, value: Any) -> str:
     """The ``--set`` that gives ``key`` the ``value`` (a table in shell quotes)."""
     if isinstance(value, dict):
         return f"--set '{key}={_toml(value)}'"
-    return f"--set {key}={config_mod.quote(str(value))}"
+    return f"--set {key}={_toml(value)}"
 
 
 def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config) -> list[str]:
@@ -65,7 +69,8 @@ def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config)
     their defaults (``config`` is what the run goes on with), but ``run.dir``."""
     defaults = Config()
     return [f"{run_config} sets {key} = {value!r}, which a run's own file does not choose (a folder written to, "
-            f"a cluster joined, a module imported or an installed env's arguments); pass it on the command line "
+            f"a cluster joined, a module imported, an installed env's arguments or a safety setting of the pad); "
+            f"pass it on the command line "
             f"to use it "
             f"({_set(key, value)})"
             for key, value in dropped.items() if key not in _QUIET and _get(config, key) == _get(defaults, key)]
