@@ -92,7 +92,7 @@ class _FakeKeyboard:
                 keyboard.listeners.append(self)
 
             def start(self) -> None:
-                pass
+                """Nothing runs: the test hands presses to on_press itself."""
 
             def is_alive(self) -> bool:
                 return not self.stopped

@@ -47,8 +47,8 @@ def test_start_up_work_that_held_the_capture_back_is_not_a_stall():
     busy = threading.Lock()
 
     def grab(i: int) -> np.ndarray:
-        with busy:  # held back while the start-up work runs
-            pass
+        busy.acquire()  # held back while the start-up work holds the lock
+        busy.release()
         time.sleep(STALL_S / 4)  # a grab on a loaded machine
         return _frame(i)
 
