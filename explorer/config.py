@@ -513,15 +513,11 @@ class LearnerConfig(_Section):
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
 
     @model_validator(mode="after")
-    def _planner_needs_shared_encoder(self) -> LearnerConfig:
+    def _planner_and_oracle_map(self) -> LearnerConfig:
         if self.plan_candidates and not self.shared_encoder:
             raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
                              f"which the actor reads only with learner.shared_encoder = true: set it, or "
                              f"learner.plan_candidates = 0")
-        return self
-
-    @model_validator(mode="after")
-    def _oracle_map_odd(self) -> LearnerConfig:
         if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
             raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
                              f"own in the middle) and learner.context = true; got learner.context = "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_full_disk import _can_mount  # unshare and a tmpfs mount, as the full-disk tests need
 
 from explorer.config import load
 from explorer.envs import doom_process, make_game
@@ -246,15 +247,6 @@ def test_an_engine_whose_parent_cannot_be_read_is_judged_lost_only_when_init_ado
     monkeypatch.setattr(doom_process, "_owner", lambda proc: None)
     notes = doom_process.reap_leftovers(shm_dir=str(tmp_path))
     assert [n for n in notes if "engine 102 has lost" in n] and not [n for n in notes if "101" in n]
-
-
-def _can_mount() -> bool:
-    import shutil
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
 
 
 def in_read_only_folder(folder: Path, *command: str) -> subprocess.CompletedProcess:
