@@ -473,7 +473,13 @@ class LearnerConfig(_Section):
                                   "and sticky_prior draw them (uniform, moved by action_prior, on the stick range; each "
                                   "button pressed half the time), held for option_steps decisions (temporally extended "
                                   "exploration, as in ez-greedy); 0: the policy always decides")
-    option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options)")
+    option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
+                              "residual's proposal (residual)")
+    residual: float = Field(0.0, ge=0, le=2, description="learning as a correction of its prior: every option_steps "
+                            "decisions the context draws a proposal as sticky_prior draws its sticks and buttons, and "
+                            "the actor sends the proposal plus this many times its squashed output (on the stick "
+                            "range), so an untrained policy plays like sticky_prior; needs learner.context; 0: the "
+                            "actor's output is the action")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")
@@ -518,6 +524,10 @@ class LearnerConfig(_Section):
             raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
                              f"which the actor reads only with learner.shared_encoder = true: set it, or "
                              f"learner.plan_candidates = 0")
+        if self.residual and (not self.context or self.plan_candidates or self.random_options):
+            raise ValueError(f"learner.residual = {self.residual} reads its proposal from the context and is the "
+                             f"actor's only way to vary its prior: it needs learner.context = true, "
+                             f"learner.plan_candidates = 0 and learner.random_options = 0")
         if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
             raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
                              f"own in the middle) and learner.context = true; got learner.context = "

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from explorer.agent.adder import NStepAdder
 from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
-from explorer.agent.networks import StickRange, split_outputs
+from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, Taps, settle, stack_frames
@@ -41,11 +41,18 @@ class ViewState(_Strict):
     value: list[_Finite]
 
 
+class ProposalState(_Strict):
+    action: list[Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]]
+    left: _Count
+    rng: dict[str, Any]
+
+
 class ContextState(_Strict):
     prev_action: list[_Finite]
     episode_step: _Count
     novelty_ema: list[_Finite] = Field(min_length=2, max_length=2)
     view: ViewState | None = None
+    proposal: ProposalState | None = None
 
 
 class ActorState(_Strict):
@@ -100,7 +107,9 @@ class LearningActor:
         self.deterministic = deterministic
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
-        self._prior_offset = self.sticks.prior_offset(config.algo)
+        self._prior_offset = self.sticks.prior_offset(config.algo, config.residual)
+        if config.residual and context.proposal_at is None:
+            raise ValueError("learner.residual corrects the context's proposal: give the context one")
         self.rng = np.random.default_rng(config.seed + 2)
         self.noise = self.rng.normal(size=self.sticks.dim).astype(np.float32)
         self.steps = 0
@@ -177,25 +186,40 @@ class LearningActor:
             return self.taps(self.held.copy())
         if self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
-            a = np.tanh(mean)
+            a = self._corrected(np.tanh(mean))
         else:
             rho = c.noise_rho
             self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=self.sticks.dim)).astype(np.float32)
-            if self.steps < c.warmup_steps:
+            if self.steps < c.warmup_steps and c.residual:  # the proposal alone: sticky_prior
+                a = self._proposal()
+            elif self.steps < c.warmup_steps:
                 a = np.clip(self.noise + self.sticks.prior, -1.0, 1.0)
             elif self.option_left > 0 or (c.random_options > 0 and self.rng.random() < c.random_options):
                 a = self._option()
             else:
                 mean, log_std = self.policy(step.obs, self.last_ctx)
                 if c.algo == "sac":
-                    a = np.tanh(mean + np.exp(log_std) * self.noise)
+                    a = self._corrected(np.tanh(mean + np.exp(log_std) * self.noise))
                 else:
-                    a = np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0)
+                    a = self._corrected(np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0))
                 if self.planner is not None:
                     a = self._plan(step, a)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
         return self.taps(self.held.copy())
+
+    def _proposal(self) -> np.ndarray:
+        """The context's proposal in force (``learner.residual``), squashed."""
+        at = self.context.proposal_at
+        assert at is not None
+        return self.last_ctx[at:at + self.sticks.dim]
+
+    def _corrected(self, squashed: np.ndarray) -> np.ndarray:
+        """The policy's squashed output as the action it stands for: itself, or with ``learner.residual``
+        the proposal corrected by it."""
+        if not self.config.residual:
+            return squashed
+        return corrected(self._proposal(), squashed, self.config.residual)
 
     def _newest(self, step: Step) -> np.ndarray | None:
         """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
@@ -272,6 +296,13 @@ class LearningActor:
                 if got is not None and len(got) != self.sticks.dim:
                     raise ValueError(f"{name} has {len(got)} values, its actions {self.sticks.dim} (4 sticks and "
                                      f"pad.buttons = {list(self.sticks.buttons)})")
+            proposal = state.context.proposal
+            hold = None if self.context.proposal is None else self.context.proposal.hold
+            if proposal is not None and hold is not None and proposal.left > hold:
+                raise ValueError(f"context.proposal.left = {proposal.left} exceeds the {hold} steps a proposal is held")
+            if proposal is not None and len(proposal.action) != self.sticks.dim:
+                raise ValueError(f"context.proposal.action has {len(proposal.action)} values, its actions "
+                                 f"{self.sticks.dim}")
             if len(state.context.prev_action) != self.sticks.dim:
                 raise ValueError(f"context.prev_action has {len(state.context.prev_action)} values, its actions "
                                  f"{self.sticks.dim}")
@@ -284,6 +315,8 @@ class LearningActor:
             raise ValueError(f"context.view.counts has {len(view.counts)} colour bins, not a power of "
                              "novelty.histogram_bins a frame's channels make")
         validate_rng_state(state.rng, "rng")
+        if state.context.proposal is not None:
+            validate_rng_state(state.context.proposal.rng, "context.proposal.rng")
 
     def check_state(self, s: dict[str, Any]) -> None:
         """Raise ``ValueError`` when a whole state was written for other settings (other pad buttons)."""

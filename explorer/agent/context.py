@@ -124,9 +124,52 @@ class OracleMap:
         self.value = np.array(state["value"], np.float32)
 
 
+class Proposal:
+    """The prior's proposal a residual policy corrects (``learner.residual``): ``float32[dim + 1]``.
+
+    Sticks and buttons drawn as ``sticky_prior`` draws them (uniform in [-1, 1], moved by the prior,
+    in squashed units), held for ``hold`` agent steps, then the share of the hold still to come. It
+    is drawn when first asked for (:meth:`value`), so a second reset at the same episode start draws
+    nothing; its generator is seeded from ``learner.seed`` and kept in checkpoints.
+
+    Args:
+      prior: the stick range's prior in squashed units (``StickRange.prior``), buttons' included.
+      hold: agent steps a proposal is held.
+      seed: seeds the draws.
+    """
+
+    def __init__(self, prior: np.ndarray, hold: int, seed: int):
+        self.prior = np.asarray(prior, np.float32)
+        self.hold = int(hold)
+        self.rng = np.random.default_rng(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        self.action = np.zeros(len(self.prior), np.float32)
+        self.left = 0  # agent steps the proposal in force is held for still, this one included; 0: draw one
+
+    def value(self) -> np.ndarray:
+        if self.left <= 0:
+            draw = self.rng.uniform(-1.0, 1.0, len(self.prior)) + self.prior
+            self.action, self.left = np.clip(draw, -1.0, 1.0).astype(np.float32), self.hold
+        return np.concatenate([self.action, [self.left / self.hold]]).astype(np.float32)
+
+    def advance(self) -> None:
+        self.value()  # a step taken without asking still used the proposal of its time
+        self.left -= 1
+
+    def state(self) -> dict[str, Any]:
+        return {"action": self.action.tolist(), "left": self.left, "rng": self.rng.bit_generator.state}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.action, self.left = np.array(state["action"], np.float32), int(state["left"])
+        self.rng.bit_generator.state = state["rng"]
+
+
 class Context:
     """Previous action, episode-step fraction, two recent-novelty averages and, with ``view_strips``,
-    the :class:`ViewRarity` of the newest frame: ``float32[dim]``.
+    the :class:`ViewRarity` of the newest frame, with ``oracle_map`` the :class:`OracleMap`, with a
+    ``proposal`` the :class:`Proposal` in force: ``float32[dim]``.
 
     The step fraction is ``min(episode_step / horizon, 1)`` with ``horizon`` the agent steps of
     an episode of the built-in game (``game.episode_steps``), in every mode: a live game has no
@@ -142,22 +185,30 @@ class Context:
       bins: colour bins per channel of the view rarity (``novelty.histogram_bins``).
       oracle_map: ``learner.oracle_map``, squares per side of the :class:`OracleMap` (0: none; a diagnosis).
       cell: side of the oracle map's cells, map units.
+      proposal: the prior's proposal a residual policy corrects (``learner.residual``; None: none).
     """
 
     def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6,
-                 oracle_map: int = 0, cell: float = 64.0):
+                 oracle_map: int = 0, cell: float = 64.0, proposal: Proposal | None = None):
         self.enabled = enabled
         self.horizon = int(horizon)
         self.action_dim = int(action_dim)
         self.view = ViewRarity(view_strips, bins) if enabled and view_strips else None
         self.oracle = OracleMap(oracle_map, cell) if enabled and oracle_map else None
+        self.proposal = proposal if enabled else None
+        if self.proposal is not None and len(self.proposal.prior) != self.action_dim:
+            raise ValueError(f"a proposal of {len(self.proposal.prior)} values for actions of {self.action_dim}")
         extra = (view_strips if self.view else 0) + (oracle_map**2 if self.oracle else 0)
+        #: where the proposal's action starts in :meth:`value` (None: no proposal)
+        self.proposal_at = self.action_dim + 3 + extra if self.proposal is not None else None
+        extra += self.action_dim + 1 if self.proposal is not None else 0
         self.dim = self.action_dim + 3 + extra if enabled else 1
         self.reset()
 
     def reset(self, frame: np.ndarray | None = None, info: Mapping[str, Any] | None = None) -> None:
         """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` and whose first report is
         ``info`` when given."""
+        stepped = getattr(self, "episode_step", 0) > 0
         self.prev_action = np.zeros(self.action_dim, np.float32)
         self.episode_step = 0
         self.novelty_ema = np.ones(2, np.float32)
@@ -169,6 +220,8 @@ class Context:
             self.oracle.reset()
             if info is not None:
                 self.oracle.see(info)
+        if self.proposal is not None and stepped:  # a second reset at the same start keeps the proposal drawn
+            self.proposal.reset()
 
     def value(self) -> np.ndarray:
         """The context now: ``float32[dim]``."""
@@ -180,6 +233,8 @@ class Context:
             parts.append(self.view.value)
         if self.oracle is not None:
             parts.append(self.oracle.value)
+        if self.proposal is not None:
+            parts.append(self.proposal.value())
         return np.concatenate(parts).astype(np.float32)
 
     def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None,
@@ -195,6 +250,8 @@ class Context:
             self.view.see(frame)
         if self.oracle is not None:
             self.oracle.see(info or {})
+        if self.proposal is not None:
+            self.proposal.advance()
 
     def state(self) -> dict[str, Any]:
         s = {"prev_action": self.prev_action.tolist(), "episode_step": self.episode_step,
@@ -203,6 +260,8 @@ class Context:
             s["view"] = self.view.state()
         if self.oracle is not None:
             s["oracle_map"] = self.oracle.state()
+        if self.proposal is not None:
+            s["proposal"] = self.proposal.state()
         return s
 
     def load(self, state: dict[str, Any]) -> None:
@@ -219,3 +278,8 @@ class Context:
                 self.oracle.load(state["oracle_map"])
             else:
                 self.oracle.reset()
+        if self.proposal is not None:
+            if "proposal" in state:
+                self.proposal.load(state["proposal"])
+            else:  # written without learner.residual: the next step draws a proposal
+                self.proposal.reset()

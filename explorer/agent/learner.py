@@ -33,6 +33,7 @@ from explorer.agent.networks import (
     build_heads,
     build_model_head,
     build_policy_net,
+    corrected,
     split_outputs,
 )
 from explorer.agent.novelty import EpisodicNovelty, Novelty
@@ -128,8 +129,11 @@ class Learner:
     """
 
     def __init__(self, config: LearnerConfig, obs_shape: tuple[int, int, int], ctx_dim: int, replay: Replay,
-                 novelty: Novelty | None = None, buttons: tuple[str, ...] = ()):
+                 novelty: Novelty | None = None, buttons: tuple[str, ...] = (), proposal_at: int | None = None):
+        if config.residual and proposal_at is None:
+            raise ValueError("learner.residual corrects the context's proposal: give where it starts (proposal_at)")
         self.config = config
+        self.proposal_at = proposal_at
         self.novelty = novelty
         self.replay = replay
         self.obs_shape = tuple(obs_shape)
@@ -141,7 +145,7 @@ class Learner:
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
         self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim)
-        self._prior_offset = self.sticks.prior_offset(config.algo)
+        self._prior_offset = self.sticks.prior_offset(config.algo, config.residual)
         self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
         # The planner's model (learner.plan_candidates): the critic's encoder, then a head predicting the
         # novelty embedding of the frame one decision on; its loss trains the encoder too (an auxiliary task).
@@ -247,8 +251,23 @@ class Learner:
         if self.config.algo == "sac":
             mean, log_std = split_outputs(y, "sac")
             a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
-            return self.sticks.press(self.sticks(a)), logp, mean
-        return self.sticks.press(self.sticks(tf.tanh(y))), tf.zeros_like(y), y
+            if self.config.residual:  # the density of the correction, scaled by the residual
+                logp -= float(np.log(self.config.residual))
+            return self.sent(self._corrected(a, ctx)), logp, mean
+        return self.sent(self._corrected(tf.tanh(y), ctx)), tf.zeros_like(y), y
+
+    def sent(self, squashed: tf.Tensor) -> tf.Tensor:
+        """Squashed actions as the pad sends them (sticks on their range, buttons pressed or released)."""
+        return self.sticks.press(self.sticks(squashed))
+
+    def _corrected(self, squashed: tf.Tensor, ctx: tf.Tensor) -> tf.Tensor:
+        """The policy's squashed outputs as the actions they stand for: themselves, or with
+        ``learner.residual`` the context's proposal corrected by them."""
+        if not self.config.residual:
+            return squashed
+        at = self.proposal_at
+        assert at is not None
+        return corrected(ctx[:, at:at + self.sticks.dim], squashed, self.config.residual)
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
@@ -273,7 +292,7 @@ class Learner:
         else:
             y = self._actor_out(next_obs, next_ctx, False, next_features)
             noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
-            next_a, next_logp = self.sticks.press(self.sticks(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0))), None
+            next_a, next_logp = self.sent(self._corrected(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0), next_ctx)), None
         next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_ctx], training=False), axis=-1)
         y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
         features = self.encoder(obs, training=True)

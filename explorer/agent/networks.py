@@ -156,12 +156,21 @@ class StickRange:
         sent = tf.where(action > 0, 1.0, -1.0)
         return action + tf.stop_gradient((sent - action) * self._binary)
 
-    def prior_offset(self, algo: str) -> tf.Tensor:
-        """``atanh(prior)`` added to the actor's pre-tanh means (zeros after them for SAC's log-stds)."""
-        prior = np.arctanh(self.prior)
+    def prior_offset(self, algo: str, residual: float = 0.0) -> tf.Tensor:
+        """``atanh(prior)`` added to the actor's pre-tanh means (zeros after them for SAC's log-stds); zeros
+        for a residual policy, whose proposal carries the prior (``learner.residual``)."""
+        prior = np.zeros_like(self.prior) if residual else np.arctanh(self.prior)
         if algo == "sac":
             prior = np.concatenate([prior, np.zeros(self.dim, np.float32)])
         return tf.constant(prior, tf.float32)
+
+
+def corrected(proposal: Any, squashed: Any, residual: float) -> Any:
+    """A residual policy's action in squashed units: ``proposal`` plus ``residual`` times the policy's
+    squashed output, put back on [-1, 1] (numpy arrays or tensors; ``learner.residual``)."""
+    if isinstance(squashed, tf.Tensor):
+        return tf.clip_by_value(proposal + residual * squashed, -1.0, 1.0)
+    return np.clip(proposal + residual * squashed, -1.0, 1.0)
 
 
 def split_outputs(y: tf.Tensor, algo: str) -> tuple[tf.Tensor, tf.Tensor]:

@@ -16,7 +16,7 @@ from typing import Any
 from explorer.agent.actor import LearningActor, RandomActor
 from explorer.agent.adder import NStepAdder, TransitionSink
 from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part, validate_rng_state
-from explorer.agent.context import Context
+from explorer.agent.context import Context, Proposal
 from explorer.agent.learner import Learner
 from explorer.agent.networks import StickRange, build_encoder, build_model_head, build_policy_net
 from explorer.agent.novelty import EpisodicNovelty, Novelty, make_novelty
@@ -121,7 +121,7 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     novelty, context = _novelty_and_context(config, (h, w, c))
     replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons),
                     after=lc.action_repeat if lc.plan_candidates else 0)
-    learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons)
+    learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons, context.proposal_at)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
     planner = None if learner.model_head is None else (learner.encoder, learner.model_head)
@@ -166,9 +166,12 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
     """The novelty signal and the context of an actor, for actions of ``pad.buttons``' layout."""
     dim = action_dim(config.pad.buttons)
     novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
-    return novelty, Context(config.learner.context, config.game.episode_steps, dim,
-                            config.learner.view_strips, config.novelty.histogram_bins,
-                            config.learner.oracle_map, config.novelty.oracle_cell)
+    lc = config.learner
+    proposal = None
+    if lc.residual:  # drawn as sticky_prior draws, held option_steps decisions; its own seed in each worker
+        proposal = Proposal(StickRange(lc, config.pad.buttons).prior, lc.option_steps * lc.action_repeat, lc.seed + 3)
+    return novelty, Context(lc.context, config.game.episode_steps, dim, lc.view_strips, config.novelty.histogram_bins,
+                            lc.oracle_map, config.novelty.oracle_cell, proposal)
 
 
 def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int,

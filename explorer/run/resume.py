@@ -20,7 +20,7 @@ POLICY_SETTINGS = (
     "pad.camera_stick", "pad.walk_stick", "pad.invert_camera_y", "pad.invert_walk_y", "pad.buttons", "pad.tap_gap",
     "learner.algo", "learner.action_low", "learner.action_high", "learner.action_prior", "learner.action_repeat",
     "learner.context", "learner.view_strips", "learner.shared_encoder", "learner.filters", "learner.hidden",
-    "learner.feature", "learner.plan_candidates", "learner.oracle_map",
+    "learner.feature", "learner.plan_candidates", "learner.oracle_map", "learner.residual", "learner.option_steps",
     "novelty.signal", "novelty.embedding", "novelty.episodic_reward", "novelty.lifelong", "novelty.histogram_bins",
     "novelty.embed_dim",
     "game.episode_steps", "game.actions",
