@@ -223,3 +223,64 @@ def test_a_multi_worker_run_resumes_from_its_checkpoint_with_another_number_of_w
     assert summary["updates"] > first["updates"]  # the learner went on from its checkpoint's count
     assert summary["updates"] <= (STEPS + 90 - 60) // 2 + 1
     assert summary["checkpoint"].endswith(f"learner-{STEPS + 90}")
+
+
+GYM = [*(s for s in TINY if not s.startswith("game.")), "game.name=gym", "game.episode_steps=30", "run.steps=240"]
+FRAME_CELLS = "frame cells (Go-Explore's 11x8, 8 grey levels: the game reports no position)"
+
+
+@pytest.mark.parametrize(("module", "game", "cells"), [
+    ("minigrid", "MiniGrid-MultiRoom-N2-S4-v0", "squares"),
+    ("ale_py", "ALE/MontezumaRevenge-v5", "rooms"),
+    ("ale_py", "ALE/Pong-v5", "frames"),
+])
+def test_a_gymnasium_game_runs_on_two_workers_measured_as_a_single_process_run_is(cluster, tmp_path, capsys, module,
+                                                                                  game, cells):
+    """Each worker makes the game (its module imported in the worker's process) and reports what one process
+    counts: MiniGrid's grid squares (1-square cells), Montezuma's rooms, Pong's frame cells (it reports no
+    position), labelled. Every worker delivers: the first grants (a batch each, run.ship_steps =
+    game.episode_steps) are its own, however slowly it starts."""
+    pytest.importorskip(module)
+    out = tmp_path / "runs"
+    code = cli.main(["explore", "--out", str(out), "--no-progress",
+                     *(a for s in [*GYM, f"game.id={game}", "run.workers=2"] for a in ("--set", s))])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    (run,) = out.iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["run_dir"] == str(run) and summary["steps"] == 240 and summary["stopped_by"] == "steps"
+    workers = summary["workers"]
+    assert [w["worker"] for w in workers] == [0, 1] and sum(w["steps"] for w in workers) == 240
+    assert all(w["steps"] >= 30 and w["episodes"] >= 1 and w["distinct_cells"] >= 1 for w in workers), workers
+    assert summary["cells"] == (FRAME_CELLS if cells == "frames" else "map cells")
+    assert summary["distinct_cells"] >= max(w["distinct_cells"] for w in workers)
+    if cells == "rooms":  # a cell is a 16-pixel square of a room: room 1 at least, where the game starts
+        assert summary["distinct_rooms"] >= 1 and all(w["distinct_rooms"] >= 1 for w in workers), workers
+    elif cells == "squares":  # a cell is one grid square (64 map units would put the whole maze in one)
+        assert summary["distinct_cells"] >= 2 and summary["distinct_rooms"] is None
+    else:  # the pictures change as the paddles and the ball move: more than one coarse picture
+        assert summary["distinct_cells"] >= 2 and summary["distinct_rooms"] is None
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    episodes = [x for x in lines if "episode" in x]
+    assert {x["worker"] for x in episodes} == {0, 1} and summary["cells_per_episode"] == [x["cells"] for x in episodes]
+    # each episode's line says what its cells are where they are not map cells, as one process logs them
+    assert all(x.get("cells_are") == (FRAME_CELLS if cells == "frames" else None) for x in episodes)
+    assert Path(summary["trajectory_png"]) == run / "trajectory.png" and (run / "trajectory.png").stat().st_size > 1000
+    assert summary["checkpoint"].endswith("learner-240") and summary["updates"] > 0
+
+
+def test_a_gymnasium_game_that_cannot_be_made_is_one_line_before_a_cluster_starts(tmp_path, capsys, monkeypatch):
+    from explorer.run import distributed
+
+    def no_cluster(config):
+        pytest.fail("a cluster was joined for a game that cannot be made")
+
+    monkeypatch.setattr(distributed, "Cluster", no_cluster)
+    out = tmp_path / "runs"
+    code = cli.main(["explore", "--out", str(out), "--no-progress",
+                     *(a for s in [*GYM, "game.id=Foo/Bar-v0", "game.module=no_such_module", "run.workers=2"]
+                       for a in ("--set", s))])
+    assert code == 1
+    assert capsys.readouterr().err == ("explorer: game.module = no_such_module cannot be imported (No module named "
+                                       "'no_such_module'), so game.id = Foo/Bar-v0 is not registered: pip install -e "
+                                       "'.[gym]' (ale-py, minigrid), or install the package that registers it\n")
+    assert not out.exists() or list(out.iterdir()) == []

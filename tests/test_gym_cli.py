@@ -68,8 +68,6 @@ def test_a_game_without_positions_is_measured_in_frame_cells_and_says_so(tmp_pat
     (["game.id=CartPole-v1", 'game.actions={"0" = {walk_x = -1}, "1" = {jump = 1}}'], "explorer: game.actions['1'] "
      "names jump, not an input of the pad (camera_x, camera_y, walk_x, walk_y, a): use those names, or add the "
      "button to pad.buttons"),
-    (["game.id=ALE/Pong-v5", "run.workers=2"], "explorer: run.workers = 2 runs ViZDoom or the synthetic game; a "
-     "Gymnasium game (game.name = gym) runs with run.workers = 1"),
     (["game.id=Foo/Bar-v0", "game.module=no_such_module"], "explorer: game.module = no_such_module cannot be imported "
      "(No module named 'no_such_module'), so game.id = Foo/Bar-v0 is not registered: pip install -e '.[gym]' "
      "(ale-py, minigrid), or install the package that registers it"),

@@ -1,9 +1,14 @@
 """explorer's games as Gymnasium envs: ``explorer/Doom-v0`` and ``explorer/LiveWindow-v0`` pass Gymnasium's
 env checker, work under its wrappers, and leave the pad neutral on close, after a step that raised,
-and when the caller stops stepping."""
+when the caller stops stepping, and when Ctrl-C ends the caller's script without close()."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -81,6 +86,56 @@ def test_the_live_pad_goes_neutral_when_the_caller_stops_stepping():
         time.sleep(0.01)
     assert pad.is_neutral and pad.calls[-1][0] == "neutral"
     env.close()
+
+
+#: a user's script: the exported live env stepped with the sticks pushed and A held, never closed; "ready"
+#: once the pad is held, then its loop (argv[2]): steps, or its own work between two steps
+CTRL_C_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import gymnasium as gym
+    import numpy as np
+    from explorer.testing.fakes import FakeScreen, RecordingPad
+
+    frame = np.zeros((16, 16, 3), np.uint8)
+    frame[:, :, 0] = np.arange(16, dtype=np.uint8)[None] * 16
+    pad = RecordingPad(log=sys.argv[1])
+    hz = 200.0 if sys.argv[2] == "steps" else 0.5  # between steps: a watchdog (3 ticks) too slow to centre it first
+    env = gym.make("explorer.envs.gym.export:explorer/LiveWindow-v0", screen=FakeScreen([frame]), pad=pad, hz=hz,
+                   width=16, height=16)
+    env.reset()
+    full = {"sticks": np.array([1.0, -1.0, 0.5, 1.0], np.float32), "buttons": np.array([1], np.int8)}
+    env.step(full)
+    print("ready", flush=True)
+    while True:
+        if sys.argv[2] == "steps":
+            env.step(full)
+        else:
+            time.sleep(3600)  # the script's own work, the pad still held by the last step
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is a POSIX signal")
+@pytest.mark.parametrize("where", ["steps", "between"])
+def test_ctrl_c_ending_a_script_that_never_closes_the_env_leaves_the_live_pad_neutral(tmp_path, where):
+    log = tmp_path / "pad.log"
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(log), where], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = child.stdout.readline()  # the pad is held now
+        assert line == "ready\n", child.communicate(timeout=120)[1][-2000:]
+        held = log.read_text().splitlines()
+        assert held[-1].split()[0] == "send" and [float(v) for v in held[-1].split()[1:]] == [1, -1, 0.5, 1, 1]
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "KeyboardInterrupt" in err and child.returncode != 0
+    calls = log.read_text().splitlines()
+    last = [float(v) for v in calls[-1].split()[1:]]
+    assert last == [0.0] * 5, calls[-3:]  # sticks centred, A released, whatever the script was doing
+    assert [c.split()[0] for c in calls[-2:]] == ["neutral", "close"], calls[-3:]
 
 
 def test_live_window_under_record_episode_statistics_and_frame_stack():

@@ -132,7 +132,7 @@ def test_a_worker_acts_only_the_steps_it_is_granted_and_installs_weights_between
         assert len(batch) == 0 and report.steps == 0  # nothing was under way: an empty batch, at once
         batch, report = worker.collect(25, 25, -1, None)
         assert report.steps == batch.steps == 25 and len(batch) > 0 and report.version == -1
-        assert report.positions.shape == (26, 2)  # the episode's first position, then one per step
+        assert len(report.places) == 26  # the episode's first place, then one per step
         assert batch.frames.dtype == np.uint8 and batch.obs_ids.max() < len(batch.frames)
         # New weights: the next batch is acted with them, installed on the acting thread.
         weights = {"policy": [np.full(w.shape, 0.01, np.float32) for w in worker.agent.actor.policy_net.weights],

@@ -7,16 +7,32 @@ room (a game of screens, as Montezuma's Revenge: a cell is then a square of
 one room) or a third coordinate (cubes). A game that reports no position is
 measured in frame cells instead (:meth:`Coverage.add_frame_cell`): distinct
 coarse pictures, named by :attr:`Coverage.label` wherever they are shown.
+
+Whatever a game reports goes in through :meth:`Coverage.add_place`, in one process and from a
+worker's report alike (:func:`place`: the part of it coverage reads, small enough to ship).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
+from explorer.envs.gym.positions import FRAME_CELL_LABEL, FrameCell, Position
+
 #: what coverage counts when positions are given
 MAP_CELLS = "map cells"
+
+
+def place(p: Any) -> Position | FrameCell:
+    """What coverage reads of a game's position: a frame cell's ``key`` (a game without positions), else
+    ``x``, ``y`` and, where the game has them, ``room`` and ``z``."""
+    key = getattr(p, "key", None)
+    if isinstance(key, bytes):
+        return p if isinstance(p, FrameCell) else FrameCell(key)
+    room, z = getattr(p, "room", None), getattr(p, "z", None)
+    return Position(float(p.x), float(p.y), None if room is None else int(room), None if z is None else float(z))
 
 
 class Coverage:
@@ -52,6 +68,14 @@ class Coverage:
         self.path_episode.append(len(self.per_episode))
         self.path_room.append(None if room is None else int(room))
 
+    def add_place(self, p: Any) -> None:
+        """What the game reported (see :func:`place`): a position, or a frame cell, labelled as such."""
+        where = place(p)
+        if isinstance(where, FrameCell):
+            self.add_frame_cell(where.key, FRAME_CELL_LABEL)
+        else:
+            self.add(where.x, where.y, where.room, where.z)
+
     def add_frame_cell(self, key: bytes, label: str) -> None:
         """A coarse picture standing in for a place (a game without positions); ``label`` says what it is."""
         self.label = label
@@ -60,6 +84,18 @@ class Coverage:
     def _add(self, c: Hashable) -> None:
         self.episode_cells.add(c)
         self.all_cells.add(c)
+
+    @classmethod
+    def union(cls, coverages: Sequence[Coverage]) -> Coverage:
+        """The cells and squares any of ``coverages`` visited (no paths, no episodes): the layout of a
+        picture of them all (:meth:`plot_xy`'s ``layout``)."""
+        out = cls(coverages[0].cell if coverages else 64.0)
+        for c in coverages:
+            out.all_cells |= c.all_cells
+            out.squares |= c.squares
+            if c.label != MAP_CELLS:
+                out.label = c.label
+        return out
 
     def map_cells(self) -> list[tuple[int, int]]:
         """The visited squares to draw, ``(column, row)`` in cell units, rooms laid side by side in the order
@@ -80,11 +116,13 @@ class Coverage:
             return 0
         return max(cx for _, cx, _ in self.squares) + 2
 
-    def plot_xy(self) -> np.ndarray:
-        """``float[n, 2]`` positions to draw: room ``r``'s shifted right by ``(r - first room) * room_stride`` cells."""
+    def plot_xy(self, layout: Coverage | None = None) -> np.ndarray:
+        """``float[n, 2]`` positions to draw: room ``r``'s shifted right by ``(r - first room) * room_stride`` cells
+        (the first room and the stride of ``layout``, by default this coverage's own)."""
+        layout = layout or self
         xy = np.asarray(self.path, np.float64).reshape(-1, 2).copy()
-        rooms = np.asarray([(r or 0) - self._first_room() for r in self.path_room], np.float64)
-        xy[:, 0] += rooms * self.room_stride() * self.cell
+        rooms = np.asarray([(r or 0) - layout._first_room() for r in self.path_room], np.float64)
+        xy[:, 0] += rooms * layout.room_stride() * self.cell
         return xy
 
     def end_episode(self) -> int:

@@ -46,7 +46,7 @@ import ray
 
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
-from explorer.run.coverage import Coverage
+from explorer.run.coverage import MAP_CELLS, Coverage
 from explorer.run.driver import Controls
 from explorer.run.rundir import RunDir
 from explorer.run.safety import Kept, SignalStop
@@ -564,18 +564,21 @@ class Coordinator:
         self._coverage(slot, report)
 
     def _coverage(self, slot: _Slot, report: Report) -> None:
+        """The report's places into the worker's coverage, as a single-process run adds its steps'."""
         cov = slot.coverage
+        cov.cell = report.cell  # the game's own cell size (the same in every report of a run)
         ends = set(report.ends)
-        for i, (x, y) in enumerate(report.positions):
-            cov.add(float(x), float(y))
+        for i, p in enumerate(report.places):
+            cov.add_place(p)
             if i in ends:
                 cells = cov.end_episode()
                 self.episode_cells.append(cells)
                 slot.episodes += 1
                 self._episodes_total += 1
                 outcome = report.outcomes[report.ends.index(i)]
+                kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
                 self.run.log({"step": self.run_steps, "worker": slot.index, "episode": slot.episodes, "cells": cells,
-                              "outcome": outcome})
+                              **kind, "outcome": outcome})
                 self.run.scalars(self.run_steps, {"coverage/cells_per_episode": cells,
                                                   f"coverage/worker_{slot.index}/cells_per_episode": cells})
                 self.bar.set_postfix(episodes=self._episodes_total, cells=cells)
@@ -725,8 +728,12 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
         for ends the run with a checkpoint, and the summary's ``stopped_by`` names it.
       kept: filled in with the run's checkpoint folder, to say what the run kept.
     """
+    from explorer.run.explore import game_title
     from explorer.run.plots import plot_workers
 
+    if config.game.name == "gym":  # a game that cannot be made says so in seconds, not once a cluster is up
+        from explorer.envs.gym.env import make
+        make(config.game).close()
     kept = kept if kept is not None else Kept(run_dir=run.path)
     kept.checkpoints = run.path / "checkpoints"
     with ExitStack() as stack:
@@ -758,7 +765,7 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
         slots = coordinator.slots
         written = coordinator.delivered > 0  # a new run stopped before its first step is removed
         picture = plot_workers([s.coverage for s in slots], run.path / "trajectory.png",
-                               title=f"{config.game.map or config.game.scenario}, {len(slots)} workers, "
+                               title=f"{game_title(config)}, agent={config.run.agent}, {len(slots)} workers, "
                                      f"{coordinator.delivered} steps") if written else None
         summary = _summary(config, run, coordinator, final, seconds, picture, cluster)
         summary["kept"] = str(kept) if written or run_path is not None else "nothing was kept"
@@ -781,10 +788,12 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
                         "cells_per_episode": cov.per_episode, "cells_per_episode_last20": cov.recent_mean(20),
-                        "distinct_cells": len(cov.all_cells), "restarts": s.restarts, "lost_batches": s.lost_batches,
+                        "distinct_cells": len(cov.all_cells), "distinct_rooms": len(cov.rooms()) or None,
+                        "restarts": s.restarts, "lost_batches": s.lost_batches,
                         "lost_steps": s.lost_steps, "incarnations": s.incarnations,
                         "weights_versions": [min(s.versions), max(s.versions)] if s.versions else [],
                         "transitions_in_replay": final["by_worker"].get(s.index, 0), "state": s.state})
+    union = Coverage.union([s.coverage for s in c.slots])  # what every worker visited, as one run's coverage
     steps = c.delivered
     updates = int(final["updates"]) - int(c.status_first["updates"])
     return {
@@ -792,7 +801,7 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
         "cells_per_episode": c.episode_cells, "cells_in_unfinished_episodes": partials,
         "cells_per_episode_last20": float(np.mean(c.episode_cells[-20:])) if c.episode_cells else float("nan"),
-        "distinct_cells": len(set().union(*(s.coverage.all_cells for s in c.slots))),
+        "distinct_cells": len(union.all_cells), "cells": union.label, "distinct_rooms": len(union.rooms()) or None,
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),

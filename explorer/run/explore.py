@@ -44,9 +44,6 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     """
     from explorer.run.builder import configure_threads, seed_everything
 
-    if config.run.workers > 1 and config.game.name == "gym":  # a worker's report carries x/y alone: no room, no frame cell
-        raise ExplorerError(f"run.workers = {config.run.workers} runs ViZDoom or the synthetic game; a Gymnasium game "
-                            "(game.name = gym) runs with run.workers = 1")
     if config.run.workers > 1:
         require_ray(config.run.workers)
     configure_threads(config.run.threads)

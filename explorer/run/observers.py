@@ -15,7 +15,6 @@ import numpy as np
 
 from explorer.config import Config, LearnerConfig
 from explorer.core import Learner, Step, action_stats
-from explorer.envs.gym.positions import FRAME_CELL_LABEL
 from explorer.run.coverage import MAP_CELLS
 from explorer.run.coverage import Coverage as CellCoverage
 from explorer.run.driver import Driver, Transition
@@ -77,12 +76,7 @@ class Coverage:
         self.coverage = CellCoverage(cell)
 
     def _add(self, step: Step) -> None:
-        p = self.where(step)
-        key = getattr(p, "key", None)
-        if isinstance(key, bytes):  # a frame cell: the game reports no position
-            self.coverage.add_frame_cell(key, FRAME_CELL_LABEL)
-        else:
-            self.coverage.add(p.x, p.y, getattr(p, "room", None), getattr(p, "z", None))
+        self.coverage.add_place(self.where(step))
 
     def attach(self, driver: Driver) -> None:
         driver.on_reset(self._add)

@@ -61,18 +61,19 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
 
 
 def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -> Path:
-    """Where each worker's player went (one colour per worker, cells any of them visited shaded) and
-    cells per episode of each worker, in the order its episodes ended; saves a PNG."""
+    """Where each worker's player went (one colour per worker, cells any of them visited shaded, rooms side
+    by side as :func:`plot_trajectory` lays them, one layout for all) and cells per episode of each worker,
+    in the order its episodes ended; saves a PNG. A game without positions is said, with its frame cells."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.2, 1]})
-    cell = coverages[0].cell if coverages else 64.0
-    cells = set().union(*(c.map_cells() for c in coverages)) if coverages else set()
-    for cx, cy in cells:
+    layout = Coverage.union(coverages)
+    cell = layout.cell
+    for cx, cy in layout.map_cells():
         ax.add_patch(plt.Rectangle((cx * cell, cy * cell), cell, cell, color="0.85", zorder=0))
     cmap = plt.get_cmap("tab10" if len(coverages) <= 10 else "viridis", max(len(coverages), 2))
     for i, cov in enumerate(coverages):
         colour = cmap(i)
         if cov.path:
-            xy = np.asarray(cov.path)
+            xy = cov.plot_xy(layout)
             ep = np.asarray(cov.path_episode)
             for e in np.unique(ep):
                 sel = xy[ep == e]
@@ -81,11 +82,17 @@ def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -
         ax2.plot(np.arange(1, len(cov.per_episode) + 1), cov.per_episode, ".-", color=colour, label=label)
     ax.set_aspect("equal")
     ax.autoscale()
-    ax.set_xlabel("x (map units)")
+    rooms = " (rooms side by side)" if layout.room_stride() else ""
+    ax.set_xlabel(f"x (map units){rooms}")
     ax.set_ylabel("y (map units)")
-    ax.set_title(f"paths, a colour per worker ({len(cells)} distinct {int(cell)}-unit cells)")
+    if layout.label == MAP_CELLS:
+        ax.set_title(f"paths, a colour per worker ({len(layout.all_cells)} distinct {cell:g}-unit cells)")
+    else:  # a game without positions: no paths, the cells are pictures
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"no positions: {len(layout.all_cells)} distinct\n{layout.label}", ha="center",
+                va="center", wrap=True, transform=ax.transAxes)
     ax2.set_xlabel("episode of the worker")
-    ax2.set_ylabel("cells visited in the episode")
+    ax2.set_ylabel("cells visited in the episode" if layout.label == MAP_CELLS else "frame cells in the episode")
     ax2.set_ylim(bottom=0)
     ax2.grid(alpha=0.3)
     if 1 < len(coverages) <= 10:

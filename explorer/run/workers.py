@@ -39,6 +39,8 @@ import numpy as np
 from explorer.agent.outbox import Batch, Outbox
 from explorer.config import Config
 from explorer.core import ExplorerError, action_dim, action_stats
+from explorer.envs.gym.positions import FrameCell, Position
+from explorer.run.coverage import place
 from explorer.run.driver import Controls, Driver, Transition
 
 
@@ -53,9 +55,11 @@ class Report:
     Attributes:
       worker: the worker's index. incarnation: tells a restarted worker from the one before.
       steps: agent steps in the batch. transitions: transitions in the batch.
-      positions: ``float32[M, 2]``, where the player stood, map units: each episode's first
-        position, then one per step.
-      ends: an episode ended at ``positions[i]`` for each ``i`` here; outcomes: how each ended.
+      places: where the player was, as coverage reads it (:func:`~explorer.run.coverage.place`: x/y with
+        the room or z where the game has them, or a frame cell where it reports no position): each
+        episode's first place, then one per step.
+      cell: the coverage cell size of the worker's game, in the places' units.
+      ends: an episode ended at ``places[i]`` for each ``i`` here; outcomes: how each ended.
       metrics: means over the batch's steps (novelty, action statistics).
       version: the weights version the worker acted with at the end of the batch (-1: none yet).
       seconds: time the batch took to act, seconds; waited: seconds spent waiting for a grant.
@@ -67,7 +71,8 @@ class Report:
     incarnation: str
     steps: int = 0
     transitions: int = 0
-    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
+    places: list[Position | FrameCell] = field(default_factory=list)
+    cell: float = 64.0
     ends: list[int] = field(default_factory=list)
     outcomes: list[str | None] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
@@ -196,7 +201,7 @@ class Worker:
     def _empty(self) -> tuple[Batch, Report]:
         batch = Batch.empty(self.env.frame_shape, self.config.observation.stack, self.agent.context.dim,
                             action_dim=action_dim(self.config.pad.buttons))
-        return batch, Report(self.index, self.incarnation, version=self._version, pid=os.getpid(),
+        return batch, Report(self.index, self.incarnation, cell=self.env.cell, version=self._version, pid=os.getpid(),
                              host=socket.gethostname())
 
     # ------------------------------------------------------------ acting thread
@@ -236,7 +241,7 @@ class Worker:
         actor.steps = max(actor.steps, run_steps)
 
     def _new_batch(self) -> None:
-        self._positions: list[tuple[float, float]] = []
+        self._places: list[Position | FrameCell] = []
         self._ends: list[int] = []
         self._outcomes: list[str | None] = []
         self._sums: dict[str, float] = {}
@@ -244,14 +249,12 @@ class Worker:
         self._waited = 0.0
 
     def _on_reset(self, step: Any) -> None:
-        p = step.info["position"]
-        self._positions.append((p.x, p.y))
+        self._places.append(place(step.info["position"]))
 
     def _on_step(self, t: Transition) -> None:
-        p = t.next_step.info["position"]
-        self._positions.append((p.x, p.y))
+        self._places.append(place(t.next_step.info["position"]))
         if t.next_step.last:  # here, not on_episode: the batch may be shipped before the driver calls that
-            self._ends.append(len(self._positions) - 1)
+            self._ends.append(len(self._places) - 1)
             self._outcomes.append(self.env.outcome)
         for k, v in t.metrics.items():
             self._sums[k] = self._sums.get(k, 0.0) + float(v)
@@ -271,7 +274,7 @@ class Worker:
     def _pack(self) -> tuple[Batch, Report]:
         batch = self.outbox.take(self._count)
         report = Report(self.index, self.incarnation, steps=self._count, transitions=len(batch),
-                        positions=np.asarray(self._positions, np.float32).reshape(-1, 2), ends=self._ends,
+                        places=self._places, cell=self.env.cell, ends=self._ends,
                         outcomes=self._outcomes, metrics={k: v / self._count for k, v in self._sums.items()},
                         version=self._version, seconds=time.monotonic() - self._started, waited=self._waited,
                         frames=len(batch.frames), nbytes=batch.nbytes, pid=os.getpid(), host=socket.gethostname())

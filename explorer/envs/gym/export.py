@@ -17,12 +17,15 @@ imports this one). Observations are the newest frame, ``uint8[H, W, C]`` (stack 
 (Doom's goal or death) is ``terminated``; one cut by ``episode_steps`` is ``truncated``. A live game
 never ends. :meth:`PadEnv.close` leaves the pad neutral, sticks centred and every button released,
 and so does a step that raises; a live pad also goes neutral when no step arrives within
-``control.watchdog_ticks`` ticks (the caller's code stalled).
+``control.watchdog_ticks`` ticks (the caller's code stalled). An env never closed is closed the same
+way when it is dropped or the interpreter exits: a script ended by Ctrl-C anywhere in its loop (in a
+step or in its own code between two) leaves the pad neutral.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +50,14 @@ def _config(sections: dict[str, dict[str, Any]]) -> Config:
 def _observation(width: int | None, height: int | None, grayscale: bool | None) -> dict[str, Any]:
     given = {"width": width, "height": height, "grayscale": grayscale}
     return {k: v for k, v in given.items() if v is not None}
+
+
+def _release(env: Env) -> None:
+    """The pad neutral (sticks centred, buttons released), then the env closed."""
+    try:
+        env.neutral()
+    finally:
+        env.close()
 
 
 class PadEnv(gymnasium.Env):
@@ -75,7 +86,8 @@ class PadEnv(gymnasium.Env):
             parts["buttons"] = spaces.MultiBinary(len(self.buttons))
         self.action_space = spaces.Dict(parts)
         self._frame: np.ndarray | None = None
-        self._closed = False
+        # once: by close(), when this object is dropped, or at the interpreter's exit (an unhandled Ctrl-C included)
+        self._release = weakref.finalize(self, _release, env)
 
     def _pad_action(self, action: Any) -> np.ndarray:
         sticks = np.asarray(action["sticks"], np.float32).reshape(N_AXES)
@@ -120,13 +132,7 @@ class PadEnv(gymnasium.Env):
         return np.repeat(self._frame, 3, axis=2) if self._frame.shape[2] == 1 else self._frame
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.env.neutral()
-        finally:
-            self.env.close()
+        self._release()
 
 
 def make_doom(render_mode: str | None = None, buttons: Sequence[str] = ("a",), width: int | None = None,
