@@ -243,9 +243,11 @@ def test_a_replay_too_small_for_one_transition_is_refused_and_the_smallest_allow
 
     import numpy as np
 
+    from explorer.agent.schedule import UpdateSchedule
+    from explorer.agent.trainer import InlineTrainer
     from explorer.run.builder import build_agent
     from explorer.run.driver import Driver
-    from explorer.run.observers import InlineTrainer
+    from explorer.run.observers import Training
     from explorer.testing.fakes import FakeEnv, FakeScreen
 
     grey16 = ["observation.width=16", "observation.height=16", "observation.grayscale=true", "observation.stack=2",
@@ -263,7 +265,7 @@ def test_a_replay_too_small_for_one_transition_is_refused_and_the_smallest_allow
     rng = np.random.default_rng(0)
     screen = FakeScreen([rng.integers(0, 255, (16, 16, 1), dtype=np.uint8) for _ in range(2)])
     driver = Driver(FakeEnv(screen, stack=2, episode_steps=40), agent.actor)
-    driver.on_step(InlineTrainer(agent.learner, agent.actor, config.learner))
+    Training(InlineTrainer(agent.learner, UpdateSchedule.from_config(config.learner)), lambda: agent.actor.steps).attach(driver)
 
     def hung(*_):
         raise TimeoutError("replay sampling did not return")

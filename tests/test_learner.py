@@ -12,12 +12,14 @@ import tensorflow as tf
 from explorer.agent.guard import GradientPathError, check_gradients
 from explorer.agent.learner import Learner, NonFiniteLossError, shift_crop, squash, td_targets
 from explorer.agent.networks import StickRange
+from explorer.agent.schedule import UpdateSchedule
+from explorer.agent.trainer import InlineTrainer
 from explorer.config import Config, LearnerConfig, NoveltyConfig
 from explorer.core import Step
 from explorer.envs.ring import FrameRing
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
-from explorer.run.observers import InlineTrainer
+from explorer.run.observers import Training
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
 # No action prior and the whole pad: the learning test must find "walk forward" by itself.
@@ -109,7 +111,8 @@ def play(agent, env: WalkEnv, steps: int, train: bool = True) -> tuple[list[np.n
     actor = agent.actor if env.recorded is None else Recorded(agent.actor)
     driver = Driver(env, actor)
     if train:
-        driver.on_step(InlineTrainer(agent.learner, agent.actor, agent.learner.config))
+        Training(InlineTrainer(agent.learner, UpdateSchedule.from_config(agent.learner.config)),
+                 lambda: agent.actor.steps).attach(driver)
     actions: list[np.ndarray] = []
     rewards: list[float] = []
     driver.on_step(lambda t: (actions.append(t.action), rewards.append(t.metrics["novelty"])))

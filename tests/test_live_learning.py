@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from explorer import cli
 from explorer.agent.checkpoint import CheckpointError
+from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, ThreadedLearner
 from explorer.config import Config, LearnerConfig, NoveltyConfig, load
 from explorer.core import IdleWindow, Step
@@ -49,8 +50,8 @@ def live(agent, threaded, pad, seconds, window=None):
 def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_copy():
     agent = small_agent(acting_copy=True)
     assert agent.actor.policy_net is not agent.learner.policy_net
-    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL, publish_every=5),
-                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"]).start()
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL, publish_every=5), live=True),
+                               steps=lambda: agent.actor.steps).start()
     initial = [w.numpy() for w in agent.actor.policy_net.weights]
     compiled = [agent.actor._policy, agent.learner._step, agent.novelty._reward_fn, agent.novelty._reset_fn]
     traces = [f.experimental_get_tracing_count() for f in compiled]
@@ -79,8 +80,8 @@ def test_a_dying_learner_thread_stops_the_run_with_the_pad_neutral(monkeypatch):
         raise FloatingPointError("critic loss is NaN/Inf")
 
     monkeypatch.setattr(agent.learner, "step", boom)
-    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL),
-                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"]).start()
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL), live=True),
+                               steps=lambda: agent.actor.steps).start()
     pad = RecordingPad()
     with pytest.raises(LearnerDied, match="NaN"):  # the run's time outlasts any loaded machine: only the death ends it
         live(agent, threaded, pad, seconds=HANG_S)
@@ -256,8 +257,8 @@ def test_between_ticks_every_update_starts_while_the_loop_waits_for_its_tick(mon
         return step(*args, **kwargs)
 
     agent.learner.step = watched
-    threaded = ThreadedLearner(agent.learner, LearnerConfig(**SMALL, publish_every=5),
-                               ready=lambda: agent.actor.steps >= SMALL["warmup_steps"], window=window).start()
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL, publish_every=5), live=True),
+                               steps=lambda: agent.actor.steps, window=window).start()
     pad = RecordingPad()
     try:
         deadline = time.monotonic() + HANG_S

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from explorer.agent.replay import Replay
+from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, LockstepLearner
 from explorer.config import Config, LearnerConfig, NoveltyConfig
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
-from explorer.run.observers import OverlappedTrainer
+from explorer.run.observers import Training
 from explorer.testing.fakes import FakeEnv, FakeScreen
 
 SHAPE = (16, 16, 1)
@@ -27,9 +28,10 @@ def agent_and_env(seed: int = 0):
 
 def overlapped_run(steps: int, seed: int = 0):
     config, agent, env = agent_and_env(seed)
-    lockstep = LockstepLearner(agent.learner, agent.actor, (config.learner.n_step + 1, config.observation.stack + 2))
+    lockstep = LockstepLearner(agent.learner, agent.actor, (config.learner.n_step + 1, config.observation.stack + 2),
+                               UpdateSchedule.from_config(config.learner)).start()
     driver = Driver(env, agent.actor)
-    OverlappedTrainer(lockstep, agent.actor, config.learner).attach(driver)
+    Training(lockstep, lambda: agent.actor.steps).attach(driver)
     lags, actions = [], []
 
     def watch(t):
@@ -66,9 +68,9 @@ def test_a_failing_update_stops_the_run_on_the_acting_thread():
         raise FloatingPointError("critic loss is NaN/Inf")
 
     agent.learner.step = boom
-    lockstep = LockstepLearner(agent.learner, agent.actor, (6, 5))
+    lockstep = LockstepLearner(agent.learner, agent.actor, (6, 5), UpdateSchedule.from_config(config.learner)).start()
     driver = Driver(env, agent.actor)
-    OverlappedTrainer(lockstep, agent.actor, config.learner).attach(driver)
+    Training(lockstep, lambda: agent.actor.steps).attach(driver)
     with pytest.raises(LearnerDied, match="NaN"):
         driver.run(max_steps=60)
     lockstep.close()

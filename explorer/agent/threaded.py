@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from explorer.config import LearnerConfig
+from explorer.agent.schedule import Due, UpdateSchedule
+from explorer.agent.trainer import updates_per_s
 from explorer.core import ExplorerError, IdleWindow, Learner
 
 #: live mode: transitions and frames the control thread may add while one batch is drawn and copied (a copy
@@ -43,35 +44,57 @@ class LearnerDied(ExplorerError):
 
 
 class ThreadedLearner:
-    """Runs ``learner.step()`` on its own thread and publishes weights for an actor.
+    """Runs ``learner.step()`` on its own thread whenever the schedule has an update due, and publishes weights.
+
+    A :class:`~explorer.agent.trainer.Trainer`: live mode's learner, and the learner of
+    ``explore --workers N``.
 
     Args:
       learner: trains from replay (:class:`explorer.agent.learner.Learner`).
-      config: the learner section (``publish_every``, ``max_updates_per_s``).
-      ready: whether learning may start (past the actor's warm-up steps, replay filled).
+      schedule: when (``UpdateSchedule.from_config(config, live=True)`` in live mode: as soon as
+        learning has started, at most ``max_updates_per_s``; publishing every ``publish_every`` updates).
+      steps: the agent steps so far (the schedule's warm-up and ratio count them).
+      actor: the actor to install the published weights into (:meth:`before_act`), if any.
       window: when given, an update starts only inside it: while the acting thread waits for its
         next tick, and only if most of the update (:data:`UPDATE_MARGIN` of its recent duration)
         fits in what is left of the wait, or if it is the first in this wait. So training fills
         the gaps between ticks instead of delaying actions.
+      margin: ``(transitions, frames)`` others may add to replay while a batch is drawn (:data:`LIVE_MARGIN`).
+      done: updates the learner made before (a resumed learner's): the schedule counts them, and so
+        does :attr:`updates`; :meth:`stats`' rate counts only this trainer's.
+      weights: what to publish (default ``learner.get_weights()``).
+      on_publish: gets each publication; by default it is kept for :meth:`sync`.
+      on_update: gets each update's metrics.
     """
 
-    def __init__(self, learner: Learner, config: LearnerConfig, ready: Callable[[], bool],
-                 window: IdleWindow | None = None):
+    def __init__(self, learner: Learner, schedule: UpdateSchedule, steps: Callable[[], int], actor: Any = None,
+                 window: IdleWindow | None = None, margin: tuple[int, int] = LIVE_MARGIN, done: int = 0,
+                 weights: Callable[[], Any] | None = None, on_publish: Callable[[Any], None] | None = None,
+                 on_update: Callable[[dict[str, float]], None] | None = None):
         self.learner = learner
-        self.config = config
-        self.ready = ready
+        self.schedule = schedule
+        self.steps = steps
+        self.actor = actor
         self.window = window
+        self.margin = margin
+        self.done = done
+        self.weights = weights or learner.get_weights
+        self.on_publish = on_publish
+        self.on_update = on_update
         self.update_s = 0.0  # recent duration of one update (moving average), seconds
-        self.updates = 0
+        self.updates = done
         self.published = 0
         self.installed = 0
         self.error: BaseException | None = None
         self.metrics: dict[str, float] = {}
-        self._snapshot: list[np.ndarray] | None = None
+        #: held during each update: whoever must see settled weights between two updates takes it
+        self.lock = threading.Lock()
+        self._snapshot: Any = None
         self._stop = threading.Event()
+        self._wake = threading.Condition()
         self._first_update: float | None = None  # learning starts after the warm-up steps
         self._last_update = 0.0
-        self._train_s = 0.0
+        self.train_s = 0.0
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
 
     def start(self) -> ThreadedLearner:
@@ -79,6 +102,22 @@ class ThreadedLearner:
         return self
 
     # ---------------------------------------------------------------- acting thread
+    def before_act(self) -> None:
+        """Install the newest published weights into the actor, if there is one; raise if the thread died."""
+        if self.actor is not None:
+            self.sync(self.actor)
+        else:
+            self.check()
+
+    def after_step(self, steps: int) -> dict[str, float]:
+        """The metrics of the update published last (the steps are read with ``steps()``)."""
+        return self.metrics
+
+    def wake(self) -> None:
+        """Data came in: look at the schedule now rather than after the current wait."""
+        with self._wake:
+            self._wake.notify_all()
+
     def sync(self, actor: Any) -> None:
         """Install the newest published weights into ``actor`` (``set_weights``); raise if the thread died."""
         self.check()
@@ -96,40 +135,49 @@ class ThreadedLearner:
     def stop(self) -> None:
         """Stop the learner thread after its current step (so a checkpoint sees settled weights)."""
         self._stop.set()
+        self.wake()
         if self._thread.is_alive():
-            self._thread.join(timeout=30.0)
+            self._thread.join(timeout=60.0)
 
     def stats(self) -> dict[str, float]:
         """Updates, updates/s since learning began (after the warm-up), snapshots published and installed."""
-        first = self._first_update
-        rate = (self.updates - 1) / (self._last_update - first) if first is not None and self._last_update > first else 0.0
-        return {"updates": self.updates, "updates_per_s": rate,
-                "train_seconds": round(self._train_s, 2), "published": self.published, "installed": self.installed}
+        made = self.updates - self.done
+        return {"updates": made, "updates_per_s": updates_per_s(made, self._first_update, self._last_update),
+                "train_seconds": round(self.train_s, 2), "published": self.published, "installed": self.installed}
 
     # ---------------------------------------------------------------- learner thread
     def _run(self) -> None:
-        min_period = 1.0 / self.config.max_updates_per_s if self.config.max_updates_per_s > 0 else 0.0
+        schedule = self.schedule
         try:
             while not self._stop.is_set():
-                if not (self.ready() and self.learner.ready()):
-                    self._stop.wait(0.02)
+                if not (schedule.due(self.steps(), self.updates) and self.learner.ready()):
+                    with self._wake:
+                        if not self._stop.is_set():
+                            self._wake.wait(0.02)
                     continue
                 if self.window is not None and not self.window.enter(UPDATE_MARGIN * self.update_s, timeout=0.1):
                     continue
-                t0 = time.monotonic()
-                if self._first_update is None:
-                    self._first_update = t0
-                metrics = self.learner.step(margin=LIVE_MARGIN)
-                self.updates += 1
-                self._last_update = time.monotonic()
+                with self.lock:
+                    t0 = time.monotonic()
+                    if self._first_update is None:
+                        self._first_update = t0
+                    metrics = self.learner.step(margin=self.margin)
+                    self.updates += 1
+                    self._last_update = time.monotonic()
                 took = self._last_update - t0
-                self._train_s += took
-                self.update_s = took if self.updates == 1 else 0.9 * self.update_s + 0.1 * took
-                if self.updates % self.config.publish_every == 0:
-                    self._snapshot = self.learner.get_weights()
+                self.train_s += took
+                self.update_s = took if self.updates == self.done + 1 else 0.9 * self.update_s + 0.1 * took
+                if self.on_update is not None:
+                    self.on_update(metrics)
+                if schedule.publishes(self.updates):
+                    snapshot = self.weights()
+                    if self.on_publish is not None:
+                        self.on_publish(snapshot)
+                    else:
+                        self._snapshot = snapshot
                     self.published += 1
                     self.metrics = metrics
-                rest = min_period - (time.monotonic() - t0)
+                rest = schedule.min_period - (time.monotonic() - t0)
                 if rest > 0:
                     self._stop.wait(rest)
         except BaseException as err:  # surfaced on the acting thread by check()
@@ -148,16 +196,25 @@ class LockstepLearner:
     as it was at its step (:meth:`Replay.mark`), whatever the actor added since,
     and the actor always installs the weights of the same update.
 
+    A :class:`~explorer.agent.trainer.Trainer`: :meth:`after_step` submits the updates the schedule
+    has due at that step (:class:`~explorer.agent.schedule.Due`), :meth:`before_act` is :meth:`sync`.
+
     Args:
       learner: trains from replay.
       actor: acts with its own copy of the policy (``set_weights``).
       margin: ``(transitions, frames)`` the actor adds at most during one step.
+      schedule: when.
     """
 
-    def __init__(self, learner: Any, actor: Any, margin: tuple[int, int]):
+    def __init__(self, learner: Any, actor: Any, margin: tuple[int, int], schedule: UpdateSchedule):
         self.learner = learner
         self.actor = actor
         self.margin = margin
+        self.schedule = schedule
+        self.due = Due(schedule)
+        self._first_update: float | None = None
+        self._last_update = 0.0
+        self.train_s = 0.0
         self.submitted = 0
         self.done = 0
         self.installed = 0  # the update whose weights the actor acts with (0: the initial ones)
@@ -169,7 +226,33 @@ class LockstepLearner:
         self._queue: list[tuple[int, tuple[int, int]]] = []
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
+
+    @property
+    def updates(self) -> int:
+        return self.done
+
+    def start(self) -> LockstepLearner:
         self._thread.start()
+        return self
+
+    def before_act(self) -> None:
+        self.sync()
+
+    def after_step(self, steps: int) -> dict[str, float]:
+        """Submit the updates due after ``steps`` agent steps; returns the metrics of the update whose
+        weights were installed since the step before (once)."""
+        metrics, self.metrics = self.metrics, {}
+        due = self.due(steps)
+        for _ in range(due if self.learner.ready() else 0):
+            self.submit()
+        return metrics
+
+    def stop(self) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, float]:
+        return {"updates": self.done, "updates_per_s": updates_per_s(self.done, self._first_update, self._last_update),
+                "train_seconds": round(self.train_s, 2)}
 
     def submit(self) -> None:
         """Queue one update on the replay as it is now."""
@@ -231,7 +314,12 @@ class LockstepLearner:
                     if not self._queue:
                         return
                     version, at = self._queue.pop(0)
+                t0 = time.monotonic()
+                if self._first_update is None:
+                    self._first_update = t0
                 metrics = self.learner.step(at, self.margin)
+                self._last_update = time.monotonic()
+                self.train_s += self._last_update - t0
                 weights = self.learner.get_weights()
                 with self._cond:
                     self._weights[version] = (weights, metrics)

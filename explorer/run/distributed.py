@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from explorer.agent.schedule import UpdateSchedule
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
 from explorer.run.coverage import MAP_CELLS, Coverage
@@ -429,6 +430,7 @@ class Coordinator:
         self.stopped_by = "steps"
         self.save_failed = False
         self.status_first = status
+        self.schedule = UpdateSchedule.from_config(config.learner)
         self.t0 = time.monotonic()
         self.bytes = 0
         self.frames = 0
@@ -495,11 +497,7 @@ class Coordinator:
 
     def _behind(self) -> bool:
         """The learner is more than ``learner.lag_steps`` agent steps behind its update-to-data ratio."""
-        c = self.config.learner
-        if not c.lag_steps or self.run_steps < c.warmup_steps:
-            return False
-        allowed = (self.run_steps - c.warmup_steps) // c.update_every + 1
-        return (allowed - int(self.status["updates"])) * c.update_every > c.lag_steps
+        return self.schedule.behind(self.run_steps, int(self.status["updates"]))
 
     def _schedule(self, slot: _Slot) -> None:
         """Give an idle worker its next call: a grant, a fetch of its last batch, or a ping after a restart."""

@@ -13,17 +13,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LockstepLearner
+from explorer.agent.trainer import InlineTrainer, Trainer
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
 from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
-from explorer.run.observers import (
-    Coverage,
-    InlineTrainer,
-    MetricsLog,
-    OverlappedTrainer,
-    open_recorder,
-)
+from explorer.run.observers import Coverage, MetricsLog, Training, open_recorder
 from explorer.run.rundir import RunDir
 from explorer.run.safety import Kept, SignalStop, stop_on_signals
 
@@ -115,12 +111,14 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
 
         driver.on_step(count)
         lockstep = None
-        if agent is not None and config.learner.overlap:
-            lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config))
-            stack.callback(lockstep.close)
-            OverlappedTrainer(lockstep, agent.actor, config.learner).attach(driver)
-        elif agent is not None:
-            driver.on_step(InlineTrainer(agent.learner, agent.actor, config.learner))
+        if agent is not None:
+            schedule = UpdateSchedule.from_config(config.learner)
+            trainer: Trainer = InlineTrainer(agent.learner, schedule)
+            if config.learner.overlap:
+                trainer = lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config), schedule)
+                stack.callback(lockstep.stop)
+            acting = agent.actor
+            Training(trainer.start(), lambda: acting.steps).attach(driver)
         if checkpointer is not None:
             every = config.learner.checkpoint_every
 

@@ -13,51 +13,32 @@ from typing import Any
 
 import numpy as np
 
-from explorer.config import Config, LearnerConfig
-from explorer.core import Learner, Step, action_stats
+from explorer.agent.trainer import Trainer
+from explorer.config import Config
+from explorer.core import Step, action_stats
 from explorer.run.coverage import MAP_CELLS
 from explorer.run.coverage import Coverage as CellCoverage
 from explorer.run.driver import Driver, Transition
 from explorer.run.rundir import RunDir
 
 
-class InlineTrainer:
-    """One learner update every ``update_every`` agent steps once the actor is past its warm-up.
+class Training:
+    """Drives a :class:`~explorer.agent.trainer.Trainer` from the driver: ``before_act`` before each
+    decision, ``after_step`` after each agent step with the agent steps so far (``steps()``, the
+    actor's count over resumptions); what that returns joins the transition's metrics, for the
+    observers after it."""
 
-    The update's metrics join the transition's, for the observers after it.
-    """
-
-    def __init__(self, learner: Learner, actor: Any, config: LearnerConfig):
-        self.learner = learner
-        self.actor = actor
-        self.config = config
-
-    def __call__(self, t: Transition) -> None:
-        c = self.config
-        if self.actor.steps >= c.warmup_steps and self.learner.ready() and self.actor.steps % c.update_every == 0:
-            t.metrics.update(self.learner.step())
-
-
-class OverlappedTrainer:
-    """:class:`InlineTrainer`'s schedule, each update run by a :class:`LockstepLearner` while the actor
-    takes its next step; the update's metrics join the transition when its weights are installed."""
-
-    def __init__(self, lockstep: Any, actor: Any, config: LearnerConfig):
-        self.lockstep = lockstep
-        self.actor = actor
-        self.config = config
+    def __init__(self, trainer: Trainer, steps: Callable[[], int]):
+        self.trainer = trainer
+        self.steps = steps
 
     def attach(self, driver: Driver) -> None:
-        driver.before_act(self.lockstep.sync)
-        driver.on_step(self._step)
+        driver.before_act(self.trainer.before_act)
+        driver.on_step(self.step)
 
-    def _step(self, t: Transition) -> None:
-        c = self.config
-        if self.lockstep.metrics:
-            t.metrics.update(self.lockstep.metrics)
-            self.lockstep.metrics = {}
-        if self.actor.steps >= c.warmup_steps and self.lockstep.learner.ready() and self.actor.steps % c.update_every == 0:
-            self.lockstep.submit()
+    def step(self, t: Transition) -> None:
+        """After an agent step (the ``on_step`` callback :meth:`attach` registers)."""
+        t.metrics.update(self.trainer.after_step(self.steps()))
 
 
 class Coverage:

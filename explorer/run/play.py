@@ -22,8 +22,8 @@ from explorer.config import Config
 from explorer.core import Actor, IdleWindow
 from explorer.envs.pad import Pad
 from explorer.envs.screen import screen_region
-from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
-from explorer.run.observers import Coverage, blank_warning, open_recorder
+from explorer.run.driver import Controls, Driver, NonFiniteAction
+from explorer.run.observers import Coverage, Training, blank_warning, open_recorder
 from explorer.run.rundir import RunDir
 from explorer.run.safety import Hotkeys, Kept, SignalStop, countdown, stop_on_signals
 
@@ -78,6 +78,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         window: IdleWindow | None = None
         keep: Callable[[], str | None] = lambda: None  # noqa: E731
         if actor is None:
+            from explorer.agent.schedule import UpdateSchedule
             from explorer.agent.threaded import ThreadedLearner
 
             agent = build_agent(config, tuple(screen.shape), acting_copy=True)
@@ -89,8 +90,8 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
                 learning.new_episode = True  # whatever the game is doing now, it is not where that run stopped
                 learning.set_weights(agent.learner.get_weights())
             window = IdleWindow() if config.learner.between_ticks else None
-            threaded = ThreadedLearner(agent.learner, config.learner,
-                                       ready=lambda: learning.steps >= config.learner.warmup_steps, window=window)
+            threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(config.learner, live=True),
+                                       steps=lambda: learning.steps, actor=learning, window=window)
             keep = _keep_what_was_learned(threaded, checkpointer, learning, signals)
             # Registered before the env, so the env (and its pad) closes first, on every way out.
             stack.push(_unless_diverged(keep))
@@ -103,8 +104,8 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         driver = Driver(env, actor, controls, hold=focus_check(config.capture.window_title)
                         if config.control.pause_unfocused and config.capture.source == "window" else None)
         if threaded is not None:
-            live_learner, acting = threaded.start(), actor
-            driver.before_act(lambda: live_learner.sync(acting))
+            training = Training(threaded.start(), threaded.steps)
+            driver.before_act(threaded.before_act)
         driver.on_step(blank_warning(env, config))
         hotkeys = Hotkeys(controls, config.control.stop_key, config.control.pause_key).start()
         stack.callback(hotkeys.stop)
@@ -123,12 +124,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
             stack.callback(recorder.close)
             recorder.attach(driver)
         if threaded is not None:
-            metrics_from = threaded
-
-            def learner_metrics(t: Transition) -> None:
-                t.metrics.update(metrics_from.metrics)
-
-            driver.on_step(learner_metrics)
+            driver.on_step(training.step)  # the learner's newest metrics join each step's
         wait = config.control.countdown_s if countdown_s is None else countdown_s
         countdown(wait, controls)  # a stop meanwhile ends the run before its first tick
         kept.started = True

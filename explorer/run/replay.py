@@ -23,12 +23,14 @@ import numpy as np
 
 from explorer.agent.actor import LearningActor, RecordedActor
 from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
+from explorer.agent.schedule import UpdateSchedule
+from explorer.agent.trainer import InlineTrainer
 from explorer.config import Config, check_replay
 from explorer.core import Step, Stopped, action_names
 from explorer.envs.session import Session, SessionEnv, SessionError, check_buttons, open_sessions
 from explorer.files import atomic_save, atomic_write, json_text
 from explorer.run.driver import Controls, Driver, Transition
-from explorer.run.observers import InlineTrainer
+from explorer.run.observers import Training
 from explorer.run.plots import plot_actions, plot_history, plot_novelty
 from explorer.run.safety import Kept, SignalStop, signal_number, stop_on_signals
 
@@ -107,7 +109,7 @@ def _replay_train(config: Config, sessions: list[Session], run_path: Path, epoch
     from tqdm import tqdm
 
     checkpointer = agent.checkpointer(run_path / "checkpoints")
-    trainer = InlineTrainer(agent.learner, agent.actor, config.learner)
+    trainer = Training(InlineTrainer(agent.learner, UpdateSchedule.from_config(config.learner)), lambda: agent.actor.steps)
     writer = tf.summary.create_file_writer(str(run_path / "tb"))
     total = sum(s.steps for s in sessions) * epochs
     bar = tqdm(total=max_steps or total, disable=not progress, unit="step", dynamic_ncols=True)
@@ -141,7 +143,7 @@ def _replay_train(config: Config, sessions: list[Session], run_path: Path, epoch
                     break
                 env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
                 driver = Driver(env, _RecordedSteps(agent.actor), signals.controls)
-                driver.on_step(trainer)
+                trainer.attach(driver)
                 driver.on_step(on_step)
                 stopped_by = driver.run(max_steps=left).stopped_by
                 if stopped_by not in ("end of data", "steps"):

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from explorer.agent.outbox import Batch, Outbox
+from explorer.agent.schedule import UpdateSchedule
+from explorer.agent.threaded import ThreadedLearner
 from explorer.config import Config
 from explorer.core import ExplorerError, action_dim, action_stats
 from explorer.envs.gym.positions import FrameCell, Position
@@ -316,32 +318,42 @@ class LearnerService:
         self.batches = 0
         self.by_worker: dict[int, int] = {}
         self.merge_seconds = 0.0
-        self.updates = int(self.agent.learner.updates.numpy())
-        self.first_updates = self.updates
+        self.first_updates = int(self.agent.learner.updates.numpy())
         self.publish = publish or (lambda value: value)
         self.version = 0
         self.published = [self.publish(self._weights())]
-        self.error: BaseException | None = None
         self.gpus = _gpus()
         self._window: dict[str, list[float]] = {}
-        self._train_lock = threading.Lock()
-        self._wake = threading.Condition()
-        self._stop = threading.Event()
-        self._train_s = 0.0
-        self._first_update: float | None = None
-        self._last_update = 0.0
-        self._thread = threading.Thread(target=self._train, name="learner", daemon=True)
-        self._thread.start()
+        self.schedule = UpdateSchedule.from_config(config.learner)
+        self.trainer = ThreadedLearner(self.agent.learner, self.schedule, steps=lambda: self.steps, margin=(0, 0),
+                                       done=self.first_updates, weights=self._weights, on_publish=self._publish,
+                                       on_update=self._add_metrics).start()
 
     def _weights(self) -> dict[str, list[np.ndarray]]:
         return {"policy": self.agent.learner.get_weights(), "novelty": self.agent.novelty.get_learned_weights()}
 
+    @property
+    def updates(self) -> int:
+        """Updates made, resumptions included."""
+        return self.trainer.updates
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the training thread stopped, if it failed."""
+        return self.trainer.error
+
     def target(self, steps: int | None = None) -> int:
-        """Updates allowed after ``steps`` agent steps (default: those taken in): one when the warm-up
-        ends and one per ``learner.update_every`` steps after it, as a single-process run makes."""
-        c = self.config.learner
-        steps = self.steps if steps is None else steps
-        return 0 if steps < c.warmup_steps else (steps - c.warmup_steps) // c.update_every + 1
+        """Updates allowed after ``steps`` agent steps (default: those taken in): the schedule's, as a
+        single-process run makes them (:meth:`UpdateSchedule.allowed`)."""
+        return self.schedule.allowed(self.steps if steps is None else steps) or 0
+
+    def _publish(self, weights: dict[str, list[np.ndarray]]) -> None:
+        self.published = [self.publish(weights)]
+        self.version += 1
+
+    def _add_metrics(self, metrics: dict[str, float]) -> None:
+        for k, v in metrics.items():
+            self._window.setdefault(k, []).append(v)
 
     # ------------------------------------------------------------ coordinator side
     def add(self, batch: Batch, worker: int) -> dict[str, Any]:
@@ -354,8 +366,7 @@ class LearnerService:
         self.frames += len(batch.frames)
         self.batches += 1
         self.by_worker[worker] = self.by_worker.get(worker, 0) + len(batch)
-        with self._wake:
-            self._wake.notify_all()
+        self.trainer.wake()
         return self.status()
 
     def status(self, metrics: bool = False) -> dict[str, Any]:
@@ -373,7 +384,7 @@ class LearnerService:
                                "frames": self.frames, "batches": self.batches, "updates": self.updates,
                                "version": self.version, "weights": self.published, "by_worker": dict(self.by_worker),
                                "replay": len(self.agent.replay), "merge_seconds": self.merge_seconds,
-                               "train_seconds": self._train_s, "updates_per_s": self._rate(),
+                               "train_seconds": self.trainer.train_s, "updates_per_s": self.trainer.stats()["updates_per_s"],
                                "host": socket.gethostname(), "gpu": self.gpus, "rss_mb": _rss_mb()}
         if metrics:
             window, self._window = self._window, {}
@@ -383,46 +394,14 @@ class LearnerService:
     def save(self) -> str:
         """Checkpoint at the agent steps taken in, between two updates; returns its path prefix."""
         actor = self.agent.actor
-        with self._train_lock:
+        with self.trainer.lock:
             # The actor part holds the run's step count (warm-up, --resume); whoever resumes starts an episode.
             actor.steps, actor.new_episode = self.steps, True
             return self.checkpointer.save(self.steps)
 
     def stop(self) -> None:
         """Stop training after the current update."""
-        self._stop.set()
-        with self._wake:
-            self._wake.notify_all()
-        self._thread.join(timeout=60.0)
-
-    # ------------------------------------------------------------ training thread
-    def _rate(self) -> float:
-        first = self._first_update
-        done = self.updates - self.first_updates
-        return (done - 1) / (self._last_update - first) if first is not None and self._last_update > first else 0.0
-
-    def _train(self) -> None:
-        learner, every = self.agent.learner, self.config.learner.publish_every
-        try:
-            while not self._stop.is_set():
-                if self.updates >= self.target() or not learner.ready():
-                    with self._wake:
-                        self._wake.wait(0.05)
-                    continue
-                with self._train_lock:
-                    t0 = time.monotonic()
-                    self._first_update = self._first_update or t0
-                    metrics = learner.step()
-                    self.updates += 1
-                    self._last_update = time.monotonic()
-                    self._train_s += self._last_update - t0
-                for k, v in metrics.items():
-                    self._window.setdefault(k, []).append(v)
-                if self.updates % every == 0:
-                    self.published = [self.publish(self._weights())]
-                    self.version += 1
-        except BaseException as err:  # surfaced to the coordinator by status()
-            self.error = err
+        self.trainer.stop()
 
 
 def _rss_mb() -> float:
