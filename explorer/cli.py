@@ -221,7 +221,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.game:
         extra += ["game.realtime=true", "game.visible=true"]
         if not args.window and not args.region:
-            from explorer.envs.vizdoom import DoomGame
+            from explorer.envs.doom.game import DoomGame
             args.window = DoomGame.window_title
     extra += capture_overrides(args.window, args.region)
     if args.seconds is not None:

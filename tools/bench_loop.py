@@ -52,7 +52,7 @@ def main() -> None:
         from explorer.config import load
         from explorer.core import Step
         from explorer.envs import make_game
-        from explorer.envs.doom import DoomEnv
+        from explorer.envs.doom.env import DoomEnv
         from explorer.envs.live import LiveEnv
         from explorer.envs.pad import NullPad
         from explorer.envs.ring import FrameRing

@@ -19,15 +19,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from PIL import Image
 
 from explorer.config import CaptureConfig, ObservationConfig
 from explorer.core import ExplorerError, Pacer
 from explorer.envs import winapi
+from explorer.envs.geometry import Region, Window, observation_shape, to_observation
 from explorer.envs.ring import FrameRing
 
 
@@ -55,67 +54,6 @@ class Screen(Protocol):
 
     def close(self) -> None:
         """Release the screen."""
-
-
-def to_observation(rgb: np.ndarray, obs: ObservationConfig) -> np.ndarray:
-    """Resize an ``uint8[h, w, 3]`` RGB image to the observation shape (area filter)."""
-    image = Image.fromarray(rgb)
-    if obs.grayscale:
-        image = image.convert("L")
-    if image.size != (obs.width, obs.height):
-        image = image.resize((obs.width, obs.height), Image.Resampling.BOX)
-    out = np.asarray(image, dtype=np.uint8)
-    return out[..., None] if out.ndim == 2 else out
-
-
-def observation_shape(obs: ObservationConfig) -> tuple[int, int, int]:
-    return (obs.height, obs.width, 1 if obs.grayscale else 3)
-
-
-@dataclass(frozen=True)
-class Region:
-    """A desktop rectangle in physical pixels (left/top negative left of or above the primary monitor)."""
-
-    left: int
-    top: int
-    width: int
-    height: int
-
-    def as_mss(self) -> dict[str, int]:
-        return {"left": self.left, "top": self.top, "width": self.width, "height": self.height}
-
-    @classmethod
-    def from_mss(cls, monitor: dict[str, int]) -> Region:
-        return cls(monitor["left"], monitor["top"], monitor["width"], monitor["height"])
-
-    def overlap(self, other: Region) -> int:
-        """Pixels this rectangle shares with ``other``."""
-        w = min(self.left + self.width, other.left + other.width) - max(self.left, other.left)
-        h = min(self.top + self.height, other.top + other.height) - max(self.top, other.top)
-        return max(w, 0) * max(h, 0)
-
-    def inside(self, other: Region) -> bool:
-        return self.overlap(other) == self.width * self.height
-
-
-@dataclass
-class Window:
-    """A window found by title.
-
-    Attributes:
-      query: the part of the title it was found by.
-      title: its whole title when it was found.
-      region: its client area (no frame, no title bar), physical desktop pixels.
-      handle: what finds it again: the X11 window id on Linux, else a pywinctl
-        window (on Windows its ``getHandle()`` is the HWND).
-      minimised: it was minimised when found.
-    """
-
-    query: str
-    title: str
-    region: Region
-    handle: Any = field(repr=False)
-    minimised: bool = False
 
 
 def _on_linux() -> bool:

@@ -63,7 +63,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         checks: list[Any] = []
         if with_game:
             from explorer.envs import make_game
-            from explorer.envs.vizdoom import DoomPad
+            from explorer.envs.doom.game import DoomPad
             game = make_game(config)
             stack.callback(game.close)
             checks.append(game.check)

@@ -22,10 +22,10 @@ import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
 from explorer.core import ExplorerError, Step
+from explorer.envs.geometry import observation_shape, to_observation
 from explorer.envs.gym.actions import ActionMap
 from explorer.envs.gym.positions import FrameCell, Position, frame_cell, position_reader
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import observation_shape, to_observation
 
 INSTALL = "pip install -e '.[gym]'"
 

@@ -132,8 +132,8 @@ class PadEnv(gymnasium.Env):
 def make_doom(render_mode: str | None = None, buttons: Sequence[str] = ("a",), width: int | None = None,
               height: int | None = None, grayscale: bool | None = None, **game: Any) -> PadEnv:
     """``explorer/Doom-v0``: ViZDoom headless, one engine step (``frame_skip`` tics) per env step."""
-    from explorer.envs.doom import DoomEnv
-    from explorer.envs.vizdoom import DoomGame
+    from explorer.envs.doom.env import DoomEnv
+    from explorer.envs.doom.game import DoomGame
 
     config = _config({"game": {**game, "name": "vizdoom"}, "observation": _observation(width, height, grayscale),
                       "pad": {"buttons": list(buttons)}})

@@ -31,7 +31,7 @@ Doom's maps, which were built without them.
 
 The map is checked before the engine starts (a missing map would silently
 start another one), and the engine process is tied to this one (see
-:mod:`explorer.envs.doom_process`).
+:mod:`explorer.envs.doom.process`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ import numpy as np
 
 from explorer.config import MAP_NAME, GameConfig, ObservationConfig, engine_args
 from explorer.core import N_AXES, NEUTRAL, ExplorerError, clamp
-from explorer.envs import doom_process
-from explorer.envs.screen import observation_shape, to_observation
-from explorer.envs.wad import Wad, WadError, read_wad
+from explorer.envs.doom import process as doom_process
+from explorer.envs.doom.wad import Wad, WadError, read_wad
+from explorer.envs.geometry import observation_shape, to_observation
 
 _RESOLUTIONS = {"160x120": "RES_160X120", "320x240": "RES_320X240", "640x480": "RES_640X480"}
 
