@@ -16,14 +16,15 @@ import pytest
 
 from explorer.config import Config, LearnerConfig, PadConfig, load
 from explorer.core import PAD_BUTTONS, Step, Taps, action_stats, clamp, neutral, settle
-from explorer.envs.live import LiveEnv
-from explorer.envs.pad import Watchdog, neutral_on_exit
+from explorer.envs.live.env import LiveEnv
+from explorer.envs.live.pad import neutral_on_exit
+from explorer.envs.live.watchdog import Watchdog
 from explorer.run.driver import Controls, Driver
 from explorer.testing.fakes import FakeScreen
 
 pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
 
-from explorer.envs.pad import VGamepadPad  # noqa: E402
+from explorer.envs.live.pad import VGamepadPad  # noqa: E402
 
 SHAPE = (16, 16, 3)
 
@@ -166,7 +167,7 @@ def test_a_signal_releases_the_buttons_through_the_real_class(tmp_path, signal_n
         import signal, sys, time, numpy as np
         import vgamepad.lin.virtual_gamepad as vg
         from explorer.config import PadConfig
-        from explorer.envs.pad import VGamepadPad, neutral_on_exit
+        from explorer.envs.live.pad import VGamepadPad, neutral_on_exit
         out = open({str(log)!r}, "w", buffering=1)
         class Dev:
             def send_events(self, events):

@@ -1,4 +1,4 @@
-"""explorer.envs.winapi against fakes of user32, shcore, xinput1_4 and winreg with the real call signatures."""
+"""explorer.envs.live.winapi against fakes of user32, shcore, xinput1_4 and winreg with the real call signatures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ctypes
 import sys
 import types
 
-from explorer.envs import winapi
+from explorer.envs.live import winapi
 from explorer.testing.fakes_windows import FakeDesktop, FakeMonitor, FakeWinreg
 
 

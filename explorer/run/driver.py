@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from explorer.core import Actor, EndOfData, Env, ExplorerError, Step, clamp
-from explorer.envs.pad import neutral_on_exit
+from explorer.envs.live.pad import neutral_on_exit
 
 
 class NonFiniteAction(ExplorerError, FloatingPointError):

@@ -84,7 +84,7 @@ class Position:
 
 
 class DoomGame:
-    """A ViZDoom scenario as a :class:`~explorer.envs.screen.Screen` plus a clock.
+    """A ViZDoom scenario as a :class:`~explorer.envs.live.screen.Screen` plus a clock.
 
     ``grab()`` returns the current frame. In synchronous mode ``advance()``
     applies the pad's current sticks for ``frame_skip`` tics; when the episode
@@ -276,7 +276,7 @@ class DoomGame:
 
 
 class DoomPad:
-    """The pad bridge: a :class:`~explorer.envs.pad.Pad` whose sticks and buttons drive a :class:`DoomGame`.
+    """The pad bridge: a :class:`~explorer.envs.live.pad.Pad` whose sticks and buttons drive a :class:`DoomGame`.
 
     Button names are those of :data:`BUTTONS`; sticks and buttons are applied
     together on every engine step until changed.

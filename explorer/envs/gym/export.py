@@ -147,9 +147,9 @@ def make_live(render_mode: str | None = None, window: str = "", region: Sequence
               screen: Any = None, pad: Any = None) -> PadEnv:
     """``explorer/LiveWindow-v0``: a live game captured from a window or region, played on the virtual pad
     in real time (``hz`` steps per second, ``control.hz`` by default), with the pad's watchdog."""
-    from explorer.envs.live import LiveEnv
-    from explorer.envs.pad import make_pad
-    from explorer.envs.screen import make_screen
+    from explorer.envs.live.capture import make_screen
+    from explorer.envs.live.env import LiveEnv
+    from explorer.envs.live.pad import make_pad
 
     capture: dict[str, Any] = {}
     if window:
