@@ -319,7 +319,7 @@ def test_explore_learns_with_buttons_and_logs_their_press_rate(tmp_path):
     logged = [x for x in lines if "action/pressed_a" in x]
     assert logged and all(0.0 <= x["action/pressed_a"] <= 1.0 for x in logged)
     assert any(0.0 < x["action/pressed_a"] < 1.0 for x in logged)
-    from explorer.envs.session import Session
+    from explorer.envs.sessions.reader import Session
     (path,) = (tmp_path / "sessions").iterdir()
     session = Session(path)
     assert session.buttons == ("a", "rt")
@@ -331,7 +331,7 @@ def test_explore_learns_with_buttons_and_logs_their_press_rate(tmp_path):
 # ---------------------------------------------------------------- sessions
 
 def _record(path, buttons, actions):
-    from explorer.envs.recorder import Recorder
+    from explorer.envs.sessions.writer import Recorder
 
     with Recorder(path, {"test": True}, chunk_frames=4, buttons=buttons) as rec:
         for i, a in enumerate(actions):
@@ -341,7 +341,8 @@ def _record(path, buttons, actions):
 def test_an_old_session_without_buttons_replays_with_the_buttons_released(tmp_path):
     import json
 
-    from explorer.envs.session import Session, SessionEnv, sessions_dataset
+    from explorer.envs.sessions.env import SessionEnv
+    from explorer.envs.sessions.reader import Session, sessions_dataset
 
     _record(tmp_path / "old", (), [np.full(4, 0.5, np.float32)] * 9 + [None])
     meta = json.loads((tmp_path / "old" / "meta.json").read_text())
@@ -357,8 +358,9 @@ def test_an_old_session_without_buttons_replays_with_the_buttons_released(tmp_pa
 
 
 def test_sessions_keep_their_buttons_by_name(tmp_path):
-    from explorer.envs.recorder import RecorderError
-    from explorer.envs.session import Session, SessionEnv
+    from explorer.envs.sessions.env import SessionEnv
+    from explorer.envs.sessions.reader import Session
+    from explorer.envs.sessions.writer import RecorderError
 
     acts = [np.array([0.1, 0, 0, 1, 1.0, -1.0], np.float32)] * 5
     _record(tmp_path / "s", ("a", "b"), acts)

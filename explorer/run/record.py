@@ -17,7 +17,7 @@ from explorer.agent.actor import NoActor
 from explorer.config import Config
 from explorer.core import ExplorerError
 from explorer.envs.live.screen import screen_region
-from explorer.envs.session import Session
+from explorer.envs.sessions.reader import Session
 from explorer.run.driver import Controls, Driver
 from explorer.run.observers import SessionRecorder, blank_warning
 from explorer.run.rundir import timestamped_path
