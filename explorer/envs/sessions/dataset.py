@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from explorer.core import action_dim
 from explorer.envs.sessions.format import SessionError, StepArrays, _fields, remap_actions
 
 
@@ -148,7 +149,7 @@ def transitions_dataset(sessions: Sequence[Recorded], stack: int, batch_size: in
     index = tf.TensorSpec([None, stack], tf.int32)
     signature = {
         "frames": tf.TensorSpec([None, h, w, c], tf.uint8), "obs_idx": index, "next_idx": index,
-        "action": tf.TensorSpec([None, 4 + len(want)], tf.float32), "reward": tf.TensorSpec([None], tf.float32),
+        "action": tf.TensorSpec([None, action_dim(want)], tf.float32), "reward": tf.TensorSpec([None], tf.float32),
         "first": tf.TensorSpec([None], tf.bool), "last": tf.TensorSpec([None], tf.bool),
         "index": tf.TensorSpec([None], tf.int64),
     }

@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import EndOfData
-from explorer.core import Step as EnvStep
+from explorer.core import EndOfData, Step
 from explorer.envs.ring import FrameRing
-from explorer.envs.sessions.format import SessionError, Step, remap_actions
+from explorer.envs.sessions.format import RecordedStep, SessionError, remap_actions
 from explorer.envs.sessions.reader import Session
 
 
@@ -46,17 +45,17 @@ class SessionEnv:
         self.ring = FrameRing(ring_capacity, self.frame_shape)
         self.steps = 0
         self._rows = self._iter_rows()
-        self._next: tuple[np.ndarray, Step, bool, str] | None = next(self._rows, None)
+        self._next: tuple[np.ndarray, RecordedStep, bool, str] | None = next(self._rows, None)
 
-    def _iter_rows(self) -> Iterator[tuple[np.ndarray, Step, bool, str]]:
+    def _iter_rows(self) -> Iterator[tuple[np.ndarray, RecordedStep, bool, str]]:
         """``(frame, recorded step, ends an episode, session path)`` in order, over every session."""
         for s in self.sessions:
             where = str(s.path)
-            prev: tuple[np.ndarray, Step] | None = None
+            prev: tuple[np.ndarray, RecordedStep] | None = None
             for frames, arrays in s.iter_chunks():
                 actions = remap_actions(arrays.action, s.buttons, self.buttons)
                 for j in range(len(arrays)):
-                    row = Step(int(arrays.index[j]), float(arrays.t[j]), actions[j], float(arrays.reward[j]),
+                    row = RecordedStep(int(arrays.index[j]), float(arrays.t[j]), actions[j], float(arrays.reward[j]),
                                bool(arrays.first[j]), bool(arrays.last[j]), bool(arrays.decision[j]))
                     if prev is not None:
                         yield prev[0], prev[1], prev[1].last or row.first, where
@@ -64,22 +63,22 @@ class SessionEnv:
             if prev is not None:
                 yield prev[0], prev[1], True, where
 
-    def _take(self) -> tuple[np.ndarray, Step, bool, str]:
+    def _take(self) -> tuple[np.ndarray, RecordedStep, bool, str]:
         if self._next is None:
             raise EndOfData("the sessions are replayed to their end")
         row, self._next = self._next, next(self._rows, None)
         return row
 
-    def _step(self, row: tuple[np.ndarray, Step, bool, str], first: bool) -> EnvStep:
+    def _step(self, row: tuple[np.ndarray, RecordedStep, bool, str], first: bool) -> Step:
         frame, rec, ends_episode, session = row
         self.ring.push(frame)
         nxt = self._next
         ends_decision = ends_episode or nxt is None or nxt[1].decision
-        return EnvStep(self.ring.latest(self.stack), first=first, last=ends_episode and not first, t=rec.t,
+        return Step(self.ring.latest(self.stack), first=first, last=ends_episode and not first, t=rec.t,
                        info={"action": rec.action, "reward": rec.reward, "starts": rec.decision,
                              "ends": ends_decision, "index": rec.index, "session": session})
 
-    def reset(self) -> EnvStep:
+    def reset(self) -> Step:
         """The next episode's first frame (an episode of one frame is skipped: it has no transition)."""
         while True:
             row = self._take()
@@ -87,7 +86,7 @@ class SessionEnv:
                 self.ring.reset()
                 return self._step(row, first=True)
 
-    def step(self, action: np.ndarray | None) -> EnvStep:
+    def step(self, action: np.ndarray | None) -> Step:
         self.steps += 1
         return self._step(self._take(), first=False)
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from explorer.core import PAD_BUTTONS, ExplorerError
+from explorer.core import N_AXES, PAD_BUTTONS, ExplorerError, action_dim
 
 FORMAT = "explorer-session"
 VERSION = 1
@@ -46,12 +46,12 @@ class SessionError(ExplorerError, ValueError):
 
 
 @dataclass(frozen=True)
-class Step:
-    """One recorded step (RLDS-shaped)."""
+class RecordedStep:
+    """One recorded step (RLDS-shaped); not :class:`explorer.core.Step`, which an env returns."""
 
     index: int  # step number in the session, from 0; also the frame's index
     t: float  # monotonic time of the frame, seconds
-    action: np.ndarray  # float32[4] sent after seeing the frame; NaN where unknown
+    action: np.ndarray  # float32[4 + n] (sticks, then the session's buttons) sent after seeing the frame; NaN where unknown
     reward: float  # novelty that action earned; NaN where not computed
     first: bool  # opens an episode
     last: bool  # closes an episode (action and reward unused)
@@ -64,7 +64,7 @@ class StepArrays:
 
     index: np.ndarray  # int64[n]
     t: np.ndarray  # float64[n]
-    action: np.ndarray  # float32[n, 4]
+    action: np.ndarray  # float32[n, 4 + b]: sticks, then the session's b buttons
     reward: np.ndarray  # float32[n]
     first: np.ndarray  # bool[n]
     last: np.ndarray  # bool[n]
@@ -200,7 +200,7 @@ def _check_step(path: Path, rec: StepRecord, width: int, buttons: Sequence[str])
     if rec.a is not None:
         if len(rec.a) != width:
             raise _bad(path, f"step {rec.i} has {len(rec.a)} action values; this session's actions have {width} "
-                       f"(4 sticks and the buttons {list(buttons)})")
+                       f"({N_AXES} sticks and the buttons {list(buttons)})")
         if not all(v is not None and abs(v) <= _FLOAT32_MAX for v in rec.a):  # NaN fails the test too
             raise _bad(path, f"step {rec.i} has a non-finite action {rec.a} (a recorder writes finite values, or "
                        "null for a whole action that is unknown): the session is damaged")
@@ -307,10 +307,10 @@ def remap_actions(action: np.ndarray, have: Sequence[str], want: Sequence[str]) 
     (a session recorded before buttons, or with other buttons). Rows without an action stay NaN."""
     if tuple(have) == tuple(want):
         return action
-    out = np.full((len(action), 4 + len(want)), -1.0, np.float32)
-    out[:, :4] = action[:, :4]
+    out = np.full((len(action), action_dim(tuple(want))), -1.0, np.float32)
+    out[:, :N_AXES] = action[:, :N_AXES]
     for i, name in enumerate(want):
         if name in have:
-            out[:, 4 + i] = action[:, 4 + list(have).index(name)]
+            out[:, N_AXES + i] = action[:, N_AXES + list(have).index(name)]
     out[np.isnan(action).any(axis=1)] = np.nan
     return out

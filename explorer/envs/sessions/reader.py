@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from explorer.core import action_dim
 from explorer.envs.sessions.dataset import stack_index, transitions_dataset
 from explorer.envs.sessions.format import (
     CHUNKS,
@@ -28,9 +29,9 @@ from explorer.envs.sessions.format import (
     META,
     STEPS,
     VERSION,
+    RecordedStep,
     SessionError,
     SessionMeta,
-    Step,
     StepArrays,
     StepRecord,
     _bad,
@@ -93,7 +94,7 @@ class Session:
     def _scan(self) -> None:
         log_path = self.path / STEPS
         F = self.chunk_frames
-        width = 4 + len(self.buttons)
+        width = action_dim(self.buttons)
         lines = 0
         self.episodes = 0
         self.first_t: float | None = None
@@ -250,7 +251,7 @@ class Session:
         """The readable steps, one :class:`StepArrays` per chunk, streamed from the log."""
         F = self.chunk_frames
         log_path = self.path / STEPS
-        width = 4 + len(self.buttons)
+        width = action_dim(self.buttons)
         with open(log_path, "rb") as f:
             for c in range(self.chunks):
                 n = self._rows(c)
@@ -284,11 +285,11 @@ class Session:
             frames = load_chunk(self.chunk_path(c), c * self.chunk_frames, len(steps), self.frame_shape)
             yield frames, steps
 
-    def iter_steps(self) -> Iterator[Step]:
-        """Every readable :class:`Step`, without reading frames."""
+    def iter_steps(self) -> Iterator[RecordedStep]:
+        """Every readable :class:`~explorer.envs.sessions.format.RecordedStep`, without reading frames."""
         for s in self.iter_step_arrays():
             for j in range(len(s)):
-                yield Step(int(s.index[j]), float(s.t[j]), s.action[j], float(s.reward[j]),
+                yield RecordedStep(int(s.index[j]), float(s.t[j]), s.action[j], float(s.reward[j]),
                            bool(s.first[j]), bool(s.last[j]), bool(s.decision[j]))
 
     def frames(self) -> Iterator[np.ndarray]:
@@ -304,7 +305,7 @@ class Session:
 
         - ``obs``: ``uint8[m, k, H, W, C]``, the ``k`` newest frames ending at ``t``, oldest first,
           not crossing the start of the episode (its first frame repeats instead);
-        - ``action``: ``float32[m, 4]``, sent at ``t`` (NaN if unknown);
+        - ``action``: ``float32[m, 4 + n]`` (sticks, then the session's buttons), sent at ``t`` (NaN if unknown);
         - ``reward``: ``float32[m]``, earned by that action (NaN if not computed);
         - ``next_obs``: ``uint8[m, k, H, W, C]``, the stack ending at ``t + 1``;
         - ``first``: ``bool[m]``, ``t`` opens its episode; ``last``: ``bool[m]``, ``t + 1`` closes it;

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import ExplorerError
+from explorer.core import N_AXES, ExplorerError, action_dim
 from explorer.envs.sessions.format import (
     CHUNKS,
     FORMAT,
@@ -166,7 +166,7 @@ class Recorder:
             "frame_shape": None, "created_wall": time.time(), "created_monotonic": time.monotonic(),
             "versions": library_versions(), "buttons": list(buttons), "meta": dict(meta or {}),
         }
-        self._width = 4 + len(buttons)  # the four sticks, then the buttons
+        self._width = action_dim(buttons)  # the four sticks, then the buttons
         try:
             json.dumps(self.meta)
         except TypeError as err:
@@ -241,7 +241,7 @@ class Recorder:
         if action is not None:
             act = np.asarray(action, np.float32).reshape(-1)
             if act.shape != (self._width,):
-                raise RecorderError(f"an action of this session has the 4 stick axes and the buttons "
+                raise RecorderError(f"an action of this session has the {N_AXES} stick axes and the buttons "
                                     f"{self.meta['buttons']}: {self._width} values, got shape {np.shape(action)}")
             if not np.isfinite(act).all():
                 raise RecorderError(f"step {self.steps}: the action {act.tolist()} is not finite; a session records "
