@@ -221,7 +221,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.game:
         extra += ["game.realtime=true", "game.visible=true"]
         if not args.window and not args.region:
-            from explorer.envs.vizdoom import DoomGame
+            from explorer.envs.doom.game import DoomGame
             args.window = DoomGame.window_title
     extra += capture_overrides(args.window, args.region)
     if args.seconds is not None:
@@ -294,7 +294,8 @@ def _checkpoint_config(checkpoint: Path) -> Path | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from explorer.envs.session import SessionError, find_sessions, open_sessions
+    from explorer.envs.sessions.format import SessionError
+    from explorer.envs.sessions.reader import find_sessions, open_sessions
     from explorer.run.builder import seed_everything
     from explorer.run.replay import evaluate, replay_train
     from explorer.run.rundir import RunDir

@@ -16,14 +16,15 @@ import pytest
 
 from explorer.config import Config, LearnerConfig, PadConfig, load
 from explorer.core import PAD_BUTTONS, Step, Taps, action_stats, clamp, neutral, settle
-from explorer.envs.live import LiveEnv
-from explorer.envs.pad import Watchdog, neutral_on_exit
+from explorer.envs.live.env import LiveEnv
+from explorer.envs.live.pad import neutral_on_exit
+from explorer.envs.live.watchdog import Watchdog
 from explorer.run.driver import Controls, Driver
 from explorer.testing.fakes import FakeScreen
 
 pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
 
-from explorer.envs.pad import VGamepadPad  # noqa: E402
+from explorer.envs.live.pad import VGamepadPad  # noqa: E402
 
 SHAPE = (16, 16, 3)
 
@@ -166,7 +167,7 @@ def test_a_signal_releases_the_buttons_through_the_real_class(tmp_path, signal_n
         import signal, sys, time, numpy as np
         import vgamepad.lin.virtual_gamepad as vg
         from explorer.config import PadConfig
-        from explorer.envs.pad import VGamepadPad, neutral_on_exit
+        from explorer.envs.live.pad import VGamepadPad, neutral_on_exit
         out = open({str(log)!r}, "w", buffering=1)
         class Dev:
             def send_events(self, events):
@@ -318,7 +319,7 @@ def test_explore_learns_with_buttons_and_logs_their_press_rate(tmp_path):
     logged = [x for x in lines if "action/pressed_a" in x]
     assert logged and all(0.0 <= x["action/pressed_a"] <= 1.0 for x in logged)
     assert any(0.0 < x["action/pressed_a"] < 1.0 for x in logged)
-    from explorer.envs.session import Session
+    from explorer.envs.sessions.reader import Session
     (path,) = (tmp_path / "sessions").iterdir()
     session = Session(path)
     assert session.buttons == ("a", "rt")
@@ -330,7 +331,7 @@ def test_explore_learns_with_buttons_and_logs_their_press_rate(tmp_path):
 # ---------------------------------------------------------------- sessions
 
 def _record(path, buttons, actions):
-    from explorer.envs.recorder import Recorder
+    from explorer.envs.sessions.writer import Recorder
 
     with Recorder(path, {"test": True}, chunk_frames=4, buttons=buttons) as rec:
         for i, a in enumerate(actions):
@@ -340,7 +341,8 @@ def _record(path, buttons, actions):
 def test_an_old_session_without_buttons_replays_with_the_buttons_released(tmp_path):
     import json
 
-    from explorer.envs.session import Session, SessionEnv, sessions_dataset
+    from explorer.envs.sessions.env import SessionEnv
+    from explorer.envs.sessions.reader import Session, sessions_dataset
 
     _record(tmp_path / "old", (), [np.full(4, 0.5, np.float32)] * 9 + [None])
     meta = json.loads((tmp_path / "old" / "meta.json").read_text())
@@ -356,8 +358,9 @@ def test_an_old_session_without_buttons_replays_with_the_buttons_released(tmp_pa
 
 
 def test_sessions_keep_their_buttons_by_name(tmp_path):
-    from explorer.envs.recorder import RecorderError
-    from explorer.envs.session import Session, SessionEnv
+    from explorer.envs.sessions.env import SessionEnv
+    from explorer.envs.sessions.reader import Session
+    from explorer.envs.sessions.writer import RecorderError
 
     acts = [np.array([0.1, 0, 0, 1, 1.0, -1.0], np.float32)] * 5
     _record(tmp_path / "s", ("a", "b"), acts)

@@ -57,7 +57,7 @@ def test_the_pad_line_names_the_device_its_centred_report_and_its_node_gone(uinp
 
 
 def test_a_pad_that_does_not_centre_fails(uinput, monkeypatch):
-    monkeypatch.setattr("explorer.envs.pad.VGamepadPad.neutral", lambda self: self.gamepad.update())  # no reset
+    monkeypatch.setattr("explorer.envs.live.pad.VGamepadPad.neutral", lambda self: self.gamepad.update())  # no reset
     check = doctor._check("pad driver", lambda: doctor.check_pad(load(None, [])))
     assert check.status == "FAIL" and "after centring it the device was sent" in check.detail, check
     assert "ABS_X" in check.detail and "BTN_SOUTH" in check.detail

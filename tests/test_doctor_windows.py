@@ -43,7 +43,7 @@ def test_vigembus_version_is_reported(monkeypatch):
 ])
 def test_a_missing_or_old_vigembus_fails_with_what_to_do(monkeypatch, driver, expected):
     _desktop(monkeypatch, vigembus=driver)
-    monkeypatch.setattr("explorer.envs.winapi.vigembus_installer", lambda: None)
+    monkeypatch.setattr("explorer.envs.live.winapi.vigembus_installer", lambda: None)
     check = doctor._check("vigembus", doctor.check_vigembus)
     assert check.status == "FAIL" and check.detail.startswith(expected)
 
@@ -149,7 +149,7 @@ def test_the_policys_buttons_reach_the_windows_pad_and_neutral_releases_them(mon
     import numpy as np
 
     from explorer.config import PadConfig
-    from explorer.envs.pad import VGamepadPad
+    from explorer.envs.live.pad import VGamepadPad
 
     desk = _desktop(monkeypatch)
     pad = VGamepadPad(PadConfig(buttons=("a", "lb", "rt")))

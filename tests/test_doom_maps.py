@@ -12,9 +12,9 @@ import pytest
 from explorer.config import load
 from explorer.core import Taps
 from explorer.envs import make_game
-from explorer.envs import vizdoom as doom
-from explorer.envs.vizdoom import BUTTONS, DoomPad, GameError
-from explorer.envs.wad import WadError, read_wad
+from explorer.envs.doom import game as doom
+from explorer.envs.doom.game import BUTTONS, DoomPad, GameError
+from explorer.envs.doom.wad import WadError, read_wad
 
 vzd = pytest.importorskip("vizdoom")
 PACKAGE = Path(vzd.__file__).parent

@@ -17,8 +17,9 @@ import pytest
 from test_full_disk import _can_mount  # unshare and a tmpfs mount, as the full-disk tests need
 
 from explorer.config import load
-from explorer.envs import doom_process, make_game
-from explorer.envs.vizdoom import GameError
+from explorer.envs import make_game
+from explorer.envs.doom import process as doom_process
+from explorer.envs.doom.game import GameError
 
 pytest.importorskip("vizdoom")
 pytestmark = pytest.mark.skipif(not doom_process.is_linux(), reason="Linux process and /dev/shm behaviour")
@@ -30,7 +31,7 @@ HANG_S = 300.0  # only a guard against a hang: the tests wait for what they chec
 # Starts the built-in game, reports its engine, then plays until killed.
 RUN_GAME = """
 import sys
-from explorer.envs import doom_process
+from explorer.envs.doom import process as doom_process
 if sys.argv[1] == "direct":  # as if the launcher could not be used
     doom_process.engine_launcher = lambda engine: None
 from explorer.config import load
@@ -125,7 +126,7 @@ def test_deferred_sigint_delivers_ctrl_c_after_the_block():
 # Starts games over and over; each Ctrl-C sent by the test interrupts one start-up.
 START_LOOP = """
 import psutil
-import explorer.envs.vizdoom  # imports TensorFlow, which is not what is interrupted here
+import explorer.envs.doom.game  # imports TensorFlow, which is not what is interrupted here
 from explorer.config import load
 from explorer.envs import make_game
 import contextlib, time
@@ -281,7 +282,7 @@ def test_the_game_runs_from_a_read_only_working_folder(tmp_path):
 @needs_mount
 def test_an_engine_started_without_its_launcher_in_a_read_only_folder_is_a_one_line_error(tmp_path):
     runs = str(tmp_path / "runs")
-    code = ("from explorer.envs import doom_process\n"
+    code = ("from explorer.envs.doom import process as doom_process\n"
             "doom_process.engine_launcher = lambda engine: None\n"
             "from explorer.cli import main\n"
             f"raise SystemExit(main(['explore', '--steps', '20', '--no-progress', '--out', {runs!r}]))\n")

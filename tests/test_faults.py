@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from explorer.agent.actor import RandomActor
-from explorer.envs.live import LiveEnv, StalledCapture
+from explorer.envs.live.env import LiveEnv, StalledCapture
 from explorer.run.driver import Driver, NonFiniteAction
 from explorer.testing.fakes import FakeScreen, RecordingPad
 

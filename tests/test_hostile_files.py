@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from explorer.config import Config, ConfigError, LearnerConfig, load
-from explorer.envs.recorder import Recorder, RecorderError
-from explorer.envs.session import Session, SessionError
+from explorer.envs.sessions.format import SessionError
+from explorer.envs.sessions.reader import Session
+from explorer.envs.sessions.writer import Recorder, RecorderError
 
 SHAPE = (6, 8, 1)
 
@@ -241,7 +242,7 @@ def test_a_replay_under_other_buttons_is_refused_naming_both_and_the_setting(tmp
         "not recorded, and reading it as never pressed would teach that wrongly; replay it with the buttons it "
         """recorded: --set 'pad.buttons=["a", "lt"]'""")
     assert not (tmp_path / "run").exists()
-    from explorer.envs.session import check_buttons
+    from explorer.envs.sessions.reader import check_buttons
 
     session = Session(path)
     check_buttons([session], ("lt",))  # a recorded button left out is dropped: what is read is what was pressed

@@ -10,7 +10,9 @@ import pytest
 
 from explorer import cli
 from explorer.config import load
-from explorer.envs.screen import MssScreen, ScreenError, find_window
+from explorer.envs.live.desktop import find_window
+from explorer.envs.live.mss_screen import MssScreen
+from explorer.envs.live.screen import ScreenError
 
 pytestmark = pytest.mark.display
 

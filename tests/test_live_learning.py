@@ -15,7 +15,7 @@ from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, ThreadedLearner
 from explorer.config import Config, LearnerConfig, NoveltyConfig, load
 from explorer.core import IdleWindow, Step
-from explorer.envs.live import LiveEnv
+from explorer.envs.live.env import LiveEnv
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
 from explorer.testing.fakes import FakeScreen, RecordingPad

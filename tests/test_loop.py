@@ -11,9 +11,9 @@ import pytest
 from explorer.agent.actor import FixedPolicyActor
 from explorer.agent.networks import build_policy
 from explorer.core import Step
-from explorer.envs.live import LatencyHistogram, LiveEnv
+from explorer.envs.live.capture import CaptureThread
+from explorer.envs.live.env import LatencyHistogram, LiveEnv
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import CaptureThread
 from explorer.run.driver import Controls, Driver
 from explorer.testing.fakes import FakeEnv, FakeScreen, RecordingPad
 

@@ -13,15 +13,8 @@ import numpy as np
 import pytest
 
 from explorer.config import PadConfig
-from explorer.envs.pad import (
-    NullPad,
-    PadError,
-    VGamepadPad,
-    Watchdog,
-    clamp,
-    make_pad,
-    neutral_on_exit,
-)
+from explorer.envs.live.pad import NullPad, PadError, VGamepadPad, clamp, make_pad, neutral_on_exit
+from explorer.envs.live.watchdog import Watchdog
 from explorer.testing.fakes import RecordingPad
 
 vg_lin = pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")
@@ -111,7 +104,7 @@ def test_sigterm_leaves_the_sticks_neutral(tmp_path):
     log = tmp_path / "calls.txt"
     script = textwrap.dedent(f"""
         import time, numpy as np
-        from explorer.envs.pad import neutral_on_exit
+        from explorer.envs.live.pad import neutral_on_exit
         class FilePad:
             def __init__(self): self.f = open({str(log)!r}, "w", buffering=1)
             def send(self, a): self.f.write("send\\n")
@@ -156,7 +149,7 @@ def test_watchdog_centres_a_stalled_pad():
 
 def test_vigembus_missing_at_import_is_a_clear_error(monkeypatch, tmp_path):
     """On Windows, importing vgamepad connects to ViGEmBus and raises RuntimeError when the driver is missing."""
-    from explorer.envs.pad import PadError, _create_vx360
+    from explorer.envs.live.pad import PadError, _create_vx360
 
     fake = tmp_path / "vgamepad"
     fake.mkdir()

@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.envs.recorder import JOURNAL, LoopRecorder, Recorder, RecorderError
-from explorer.envs.session import Session, SessionError, sessions_dataset, stack_index
+from explorer.envs.sessions.dataset import stack_index
+from explorer.envs.sessions.format import JOURNAL, SessionError
+from explorer.envs.sessions.reader import Session, sessions_dataset
+from explorer.envs.sessions.writer import LoopRecorder, Recorder, RecorderError
 from explorer.testing.fakes import FakeScreen
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +102,7 @@ def test_recorder_refuses_bad_input_and_existing_session(tmp_path):
 
 @pytest.mark.parametrize("whole_chunks", [0, 1])
 def test_writer_error_surfaces_on_next_add(tmp_path, monkeypatch, whole_chunks):
-    import explorer.envs.recorder as record
+    import explorer.envs.sessions.writer as record
 
     written = []
 
@@ -129,7 +131,7 @@ def test_writer_error_surfaces_on_next_add(tmp_path, monkeypatch, whole_chunks):
 
 
 def test_a_full_disk_when_a_session_starts_leaves_nothing(tmp_path, monkeypatch):
-    import explorer.envs.recorder as record
+    import explorer.envs.sessions.writer as record
 
     def full(path, data):
         raise OSError(28, "No space left on device")
@@ -143,7 +145,7 @@ def test_a_full_disk_when_a_session_starts_leaves_nothing(tmp_path, monkeypatch)
 def test_add_is_cheap_on_the_calling_thread(tmp_path, monkeypatch):
     """add() copies the frame and queues it: it never waits for the disk, so it returns however slowly the
     chunks are written (here: never, until the steps are all taken)."""
-    import explorer.envs.recorder as recorder
+    import explorer.envs.sessions.writer as recorder
 
     frame = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
     writing, release, writers = threading.Event(), threading.Event(), []
@@ -174,7 +176,7 @@ def test_add_is_cheap_on_the_calling_thread(tmp_path, monkeypatch):
 CHILD = textwrap.dedent("""
     import sys, time, numpy as np
     from pathlib import Path
-    from explorer.envs.recorder import Recorder
+    from explorer.envs.sessions.writer import Recorder
     path, mode = Path(sys.argv[1]), sys.argv[2]
     rec = Recorder(path, {"source": "child"}, chunk_frames=8)
     i = 0

@@ -106,7 +106,7 @@ def _marker_engine(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_scenario_file_cannot_name_the_engine_program_its_settings_file_or_engine_commands(tmp_path, line, why):
     vizdoom = pytest.importorskip("vizdoom")
     from explorer.envs import make_game
-    from explorer.envs.vizdoom import GameError
+    from explorer.envs.doom.game import GameError
 
     _, marker = _marker_engine(tmp_path)
     ini = tmp_path / "written.ini"
@@ -124,7 +124,7 @@ def test_a_scenario_file_cannot_name_the_engine_program_its_settings_file_or_eng
 @pytest.mark.parametrize("line", ["some_new_key = x", "vizdoom path = x", "V_I_Z_DOOM_PATH = x", "doom_config_path+=x"])
 def test_a_scenario_setting_off_the_list_is_refused_whatever_its_spelling(tmp_path, line):
     pytest.importorskip("vizdoom")
-    from explorer.envs.vizdoom import GameError, check_scenario_file
+    from explorer.envs.doom.game import GameError, check_scenario_file
 
     scenario = tmp_path / "their.cfg"
     scenario.write_text(f"# a scenario\ndoom_skill = 3\n{line}\n")
@@ -134,7 +134,7 @@ def test_a_scenario_setting_off_the_list_is_refused_whatever_its_spelling(tmp_pa
 
 def test_every_bundled_scenario_passes_the_scenario_check():
     vizdoom = pytest.importorskip("vizdoom")
-    from explorer.envs.vizdoom import OWN_SCENARIOS, check_scenario_file
+    from explorer.envs.doom.game import OWN_SCENARIOS, check_scenario_file
 
     files = [*Path(vizdoom.scenarios_path).glob("*.cfg"), *OWN_SCENARIOS.glob("*.cfg")]
     assert len(files) > 10
@@ -145,7 +145,7 @@ def test_every_bundled_scenario_passes_the_scenario_check():
 def test_a_scenario_name_is_not_a_path(tmp_path):
     pytest.importorskip("vizdoom")
     from explorer.envs import make_game
-    from explorer.envs.vizdoom import GameError
+    from explorer.envs.doom.game import GameError
 
     with pytest.raises(GameError, match="neither a bundled scenario's name nor a .cfg path"):
         make_game(load(None, [f"game.scenario={str(tmp_path / 'x')!r}"]))
@@ -189,13 +189,13 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
 
 def test_an_evaluation_is_written_where_the_command_line_says_not_where_the_evaluated_run_says(tmp_path, monkeypatch,
                                                                                                capsys):
-    import explorer.envs.session
+    import explorer.envs.sessions.reader
     import explorer.run.replay
 
     elsewhere = tmp_path / "elsewhere"
     run = _run_dir(tmp_path, {"run": {"dir": str(elsewhere)}})
-    monkeypatch.setattr(explorer.envs.session, "find_sessions", lambda paths: [Path(p) for p in paths])
-    monkeypatch.setattr(explorer.envs.session, "open_sessions", lambda paths: [])
+    monkeypatch.setattr(explorer.envs.sessions.reader, "find_sessions", lambda paths: [Path(p) for p in paths])
+    monkeypatch.setattr(explorer.envs.sessions.reader, "open_sessions", lambda paths: [])
     where = []
 
     def evaluate(config, sessions, checkpoint, run_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from explorer.config import ConfigError, load
-from explorer.envs.live import LiveEnv, StalledCapture
+from explorer.envs.live.env import LiveEnv, StalledCapture
 from explorer.run.driver import Driver
 from explorer.testing.fakes import FakeScreen, RecordingPad
 

@@ -11,7 +11,7 @@ from PIL import Image
 from explorer import cli
 from explorer.config import load
 from explorer.envs import make_game
-from explorer.envs.vizdoom import DoomPad, GameError
+from explorer.envs.doom.game import DoomPad, GameError
 
 pytest.importorskip("vizdoom")
 

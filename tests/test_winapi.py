@@ -1,4 +1,4 @@
-"""explorer.envs.winapi against fakes of user32, shcore, xinput1_4 and winreg with the real call signatures."""
+"""explorer.envs.live.winapi against fakes of user32, shcore, xinput1_4 and winreg with the real call signatures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ctypes
 import sys
 import types
 
-from explorer.envs import winapi
+from explorer.envs.live import winapi
 from explorer.testing.fakes_windows import FakeDesktop, FakeMonitor, FakeWinreg
 
 
@@ -43,11 +43,11 @@ def test_monitor_scale_and_foreground_window(monkeypatch):
 def test_vigembus_from_the_registry(monkeypatch):
     desk = FakeDesktop([FakeMonitor(0, 0, 800, 600)], vigembus=("ViGEm Bus Driver", "1.21.442.0")).install(monkeypatch)
     driver = winapi.vigembus()
-    assert driver == winapi.Driver("ViGEm Bus Driver", "1.21.442.0") and driver.version_tuple == (1, 21, 442, 0)
+    assert driver == winapi.InstalledDriver("ViGEm Bus Driver", "1.21.442.0") and driver.version_tuple == (1, 21, 442, 0)
     reg = FakeWinreg(desk)
     reg.entries.clear()  # the driver service is there, its Apps entry is not
     monkeypatch.setattr(winapi, "registry", lambda: reg)
-    assert winapi.vigembus() == winapi.Driver("ViGEmBus (service only)", "unknown")
+    assert winapi.vigembus() == winapi.InstalledDriver("ViGEmBus (service only)", "unknown")
     reg.service = False
     assert winapi.vigembus() is None
 

@@ -9,8 +9,10 @@ import time
 import pytest
 
 from explorer.config import load
+from explorer.envs.live.capture import CaptureThread
+from explorer.envs.live.mss_screen import MssScreen
+from explorer.envs.live.screen import ScreenError
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import CaptureThread, MssScreen, ScreenError
 
 pytestmark = pytest.mark.display
 

@@ -10,20 +10,14 @@ import numpy as np
 import pytest
 
 from explorer.config import load
-from explorer.envs import winapi
-from explorer.envs.dxscreen import DxcamScreen, DxcamUnavailable, dxcam_outputs
+from explorer.envs.geometry import Region, observation_shape
+from explorer.envs.live import winapi
+from explorer.envs.live.capture import CaptureThread, choose_backend, make_screen
+from explorer.envs.live.desktop import focus_check
+from explorer.envs.live.dxcam_screen import DxcamScreen, DxcamUnavailable, dxcam_outputs
+from explorer.envs.live.mss_screen import MssScreen
+from explorer.envs.live.screen import OutputLost, ScreenError
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import (
-    CaptureThread,
-    MssScreen,
-    OutputLost,
-    Region,
-    ScreenError,
-    choose_backend,
-    focus_check,
-    make_screen,
-    observation_shape,
-)
 from explorer.testing.fakes_windows import FakeDesktop, FakeMonitor, FakeWindow, fake_dxcam
 
 GAME = "Game Of Tests"
@@ -270,8 +264,8 @@ def test_focus_is_the_game_window_by_handle(monkeypatch):
 def test_a_still_game_does_not_stall_the_live_clock(monkeypatch):
     """The real capture thread and live clock over dxcam: the picture stays the same for longer than
     capture.stall_seconds (a paused game), and the run goes on; only the first frame enters the ring."""
-    from explorer.envs.live import LiveEnv
-    from explorer.envs.pad import NullPad
+    from explorer.envs.live.env import LiveEnv
+    from explorer.envs.live.pad import NullPad
     _desktop(ONE_AT_100, (100, 80, 640, 480)).install(monkeypatch)
     screen = DxcamScreen(_config().capture, _config().observation)
     env = LiveEnv(screen, NullPad(), stack=1, ring_capacity=8, capture_fps=60, hz=20, stall_s=0.5)

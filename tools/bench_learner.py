@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load(None, args.overrides)
     configure_threads(tuple(args.threads) if args.threads else config.run.threads)  # as explore and play do
     seed_everything(config.run.seed)
-    from explorer.envs.screen import observation_shape
+    from explorer.envs.geometry import observation_shape
     t0 = time.perf_counter()
     agent = build_agent(config, observation_shape(config.observation))
     build_s = time.perf_counter() - t0  # tracing, and with learner.xla compiling, the update included

@@ -114,8 +114,8 @@ def run_original(seconds: float) -> dict:
 
     from explorer.config import load
     from explorer.envs import make_game
-    from explorer.envs.screen import find_window
-    from explorer.envs.vizdoom import DoomPad
+    from explorer.envs.doom.game import DoomPad
+    from explorer.envs.live.desktop import find_window
 
     game_config = load(None, ["game.realtime=true", "game.visible=true"])
     game = make_game(game_config)

@@ -52,13 +52,14 @@ def main() -> None:
         from explorer.config import load
         from explorer.core import Step
         from explorer.envs import make_game
-        from explorer.envs.doom import DoomEnv
-        from explorer.envs.live import LiveEnv
-        from explorer.envs.pad import NullPad
-        from explorer.envs.ring import FrameRing
+        from explorer.envs.doom.env import DoomEnv
+        from explorer.envs.live.desktop import find_window
+        from explorer.envs.live.env import LiveEnv
 
         # Something real to capture: the game running in real time in a 640x480 window.
-        from explorer.envs.screen import MssScreen, find_window
+        from explorer.envs.live.mss_screen import MssScreen
+        from explorer.envs.live.pad import NullPad
+        from explorer.envs.ring import FrameRing
         from explorer.run.driver import Driver
         window_game = make_game(load(None, ["game.realtime=true", "game.resolution='640x480'"]))
         time.sleep(1.0)

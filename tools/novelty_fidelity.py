@@ -60,7 +60,7 @@ def play(config, steps: int, seed: int):
     and the frames, and the index of each episode's first frame."""
     from explorer.agent.actor import RandomActor
     from explorer.envs import make_game
-    from explorer.envs.vizdoom import DoomPad
+    from explorer.envs.doom.game import DoomPad
     game = make_game(config)
     pad = DoomPad(game)
     agent = RandomActor(seed, sticky_steps=8)  # the sticky baseline of tools/bench_explore.py

@@ -100,7 +100,7 @@ class NStepAdder:
         Args:
           obs: ``uint8[k, H, W, C]``, the observation the action was taken on; read only when
             ``first`` (later observations are the frames already written).
-          action: ``float32[4]`` sent.
+          action: ``float32[4 + n]`` sent (the sticks, then one value per pad button).
           reward: its novelty.
           next_frame: ``uint8[H, W, C]``, the newest frame after the step.
           first: ``obs`` opens an episode. last: ``next_frame`` closes it.

@@ -11,16 +11,16 @@ from explorer.core import ExplorerError
 
 if TYPE_CHECKING:
     from explorer.config import Config
-    from explorer.envs.doom import DoomEnv
+    from explorer.envs.doom.env import DoomEnv
+    from explorer.envs.doom.game import DoomGame
     from explorer.envs.gym.env import GymEnv
     from explorer.envs.synthetic import SyntheticEnv
-    from explorer.envs.vizdoom import DoomGame
 
 
 def make_game(config: Config) -> DoomGame:
     """The engine ``config.game.name`` names, for modes that drive its window (``play --game``)."""
     if config.game.name == "vizdoom":
-        from explorer.envs.vizdoom import DoomGame
+        from explorer.envs.doom.game import DoomGame
         return DoomGame(config.game, config.observation)
     raise ExplorerError(f"game.name = {config.game.name} has no engine window; use game.name = vizdoom")
 
@@ -34,5 +34,5 @@ def make_env(config: Config) -> DoomEnv | SyntheticEnv | GymEnv:
     if config.game.name == "synthetic":
         from explorer.envs.synthetic import SyntheticEnv
         return SyntheticEnv(config.game, config.observation, config.observation.stack, config.ring.capacity)
-    from explorer.envs.doom import DoomEnv
+    from explorer.envs.doom.env import DoomEnv
     return DoomEnv(make_game(config), config.observation.stack, config.ring.capacity, config.pad.buttons)

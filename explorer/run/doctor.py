@@ -26,7 +26,7 @@ import tomli_w
 
 from explorer.config import Config
 from explorer.core import ExplorerError
-from explorer.envs import winapi
+from explorer.envs.live import winapi
 from explorer.files import atomic_write, remedy
 
 PACKAGES = ("explorer", "tensorflow", "keras", "numpy", "pillow", "mss", "dxcam", "comtypes", "vgamepad",
@@ -131,7 +131,7 @@ def check_scaling() -> str:
 
 
 def check_capture(config: Config) -> str:
-    from explorer.envs.screen import make_screen
+    from explorer.envs.live.capture import make_screen
     screen: Any = make_screen(config.capture, config.observation)
     try:
         raw = screen.grab_raw()
@@ -158,7 +158,7 @@ def check_focus(config: Config) -> str:
         raise NotHere("Windows only")
     if config.capture.source != "window":
         raise NotHere("capture.source is not 'window'")
-    from explorer.envs.screen import locate_window
+    from explorer.envs.live.desktop import locate_window
     winapi.make_dpi_aware()
     window = locate_window(config.capture.window_title)
     hwnd = int(window.handle.getHandle())
@@ -209,7 +209,7 @@ _STICKS = ("ABS_X", "ABS_Y", "ABS_RX", "ABS_RY")
 def _check_pad_linux(config: Config) -> str:
     """Plug a pad in (a uinput device), move it, centre it and read back what the device was sent, unplug it and
     see its device node go."""
-    from explorer.envs.pad import VGamepadPad
+    from explorer.envs.live.pad import VGamepadPad
     pad = VGamepadPad(config.pad)  # plugs in a uinput device
     device = pad.gamepad.uinput
     node = getattr(device, "devnode", None)
@@ -252,7 +252,7 @@ def _check_pad_linux(config: Config) -> str:
 
 def _check_pad_windows(config: Config) -> str:
     """Plug a pad in, see XInput (what games read) report it and a stick value, centre it, unplug it."""
-    from explorer.envs.pad import VGamepadPad
+    from explorer.envs.live.pad import VGamepadPad
     before = set(winapi.xinput_pads())
     try:
         import vgamepad  # connects to ViGEmBus on import
@@ -316,7 +316,7 @@ def check_hotkeys(config: Config) -> str:
 
 def run_checks(config: Config) -> tuple[list[Check], list[Check]]:
     """The required checks and the optional ones, in the order they are printed."""
-    from explorer.envs.screen import dpi_aware
+    from explorer.envs.live.desktop import dpi_aware
     dpi_aware()  # before anything reads window or monitor geometry
     checks = [
         _check("tensorflow", check_tensorflow),

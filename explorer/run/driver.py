@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from explorer.core import Actor, EndOfData, Env, ExplorerError, Step, clamp
-from explorer.envs.pad import neutral_on_exit
+from explorer.envs.live.pad import neutral_on_exit
 
 
 class NonFiniteAction(ExplorerError, FloatingPointError):
@@ -36,7 +36,8 @@ class Transition:
 
     Attributes:
       step: the step the action was taken on.
-      action: ``float32[4]`` sent (clamped to [-1, 1]), or None when nothing was sent.
+      action: ``float32[4 + n]`` sent (the sticks, then one value per pad button; clamped to [-1, 1]), or None
+        when nothing was sent.
       next_step: the step that followed.
       metrics: the actor's (novelty, ...) and whatever earlier observers added (losses, ...).
       index: agent steps taken in this run, this one included.

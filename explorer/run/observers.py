@@ -173,7 +173,7 @@ class SessionRecorder:
 
     def __init__(self, path: Path, meta: dict[str, Any], chunk_frames: int, decisions: Callable[[], bool | None],
                  buttons: tuple[str, ...] = ()):
-        from explorer.envs.recorder import LoopRecorder, Recorder
+        from explorer.envs.sessions.writer import LoopRecorder, Recorder
 
         self.path = path
         self.recorder = LoopRecorder(Recorder(path, meta, chunk_frames=chunk_frames, buttons=buttons))

@@ -20,8 +20,8 @@ import numpy as np
 
 from explorer.config import Config
 from explorer.core import Actor, IdleWindow
-from explorer.envs.pad import Pad
-from explorer.envs.screen import screen_region
+from explorer.envs.live.pad import Pad
+from explorer.envs.live.screen import screen_region
 from explorer.run.driver import Controls, Driver, NonFiniteAction
 from explorer.run.observers import Coverage, Training, blank_warning, open_recorder
 from explorer.run.rundir import RunDir
@@ -44,9 +44,10 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
       actor: an actor to use instead of the learning agent (tests, benchmarks).
       screen: a screen to capture instead of the configured one (tests).
     """
-    from explorer.envs.live import LiveEnv
-    from explorer.envs.pad import make_pad
-    from explorer.envs.screen import focus_check, make_screen
+    from explorer.envs.live.capture import make_screen
+    from explorer.envs.live.desktop import focus_check
+    from explorer.envs.live.env import LiveEnv
+    from explorer.envs.live.pad import make_pad
     from explorer.run.builder import build_agent, configure_threads, seed_everything
 
     if resume is not None:  # the trained policy acts with the settings it learned with, or not at all
@@ -63,7 +64,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         checks: list[Any] = []
         if with_game:
             from explorer.envs import make_game
-            from explorer.envs.vizdoom import DoomPad
+            from explorer.envs.doom.game import DoomPad
             game = make_game(config)
             stack.callback(game.close)
             checks.append(game.check)
@@ -176,7 +177,8 @@ def _wait_for_window(title: str, timeout_s: float = 10.0) -> None:
     """Wait until a window with ``title`` is on screen (a game takes a moment to open it)."""
     if not title:
         return
-    from explorer.envs.screen import ScreenError, find_window
+    from explorer.envs.live.desktop import find_window
+    from explorer.envs.live.screen import ScreenError
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -16,8 +16,8 @@ from typing import Any
 from explorer.agent.actor import NoActor
 from explorer.config import Config
 from explorer.core import ExplorerError
-from explorer.envs.screen import screen_region
-from explorer.envs.session import Session
+from explorer.envs.live.screen import screen_region
+from explorer.envs.sessions.reader import Session
 from explorer.run.driver import Controls, Driver
 from explorer.run.observers import SessionRecorder, blank_warning
 from explorer.run.rundir import timestamped_path
@@ -67,9 +67,9 @@ def record_screen(config: Config, out: str | Path, seconds: float | None = None,
     Returns:
       A summary: ``path``, ``steps``, ``duration_s``, ``hz``, ``frame_shape``, ``stopped_by``, ``health``.
     """
-    from explorer.envs.live import LiveEnv
-    from explorer.envs.pad import NullPad
-    from explorer.envs.screen import make_screen
+    from explorer.envs.live.capture import make_screen
+    from explorer.envs.live.env import LiveEnv
+    from explorer.envs.live.pad import NullPad
 
     if path is None:
         check_name(name)  # before anything opens

@@ -1,6 +1,6 @@
 """``explorer replay``: learn from recorded sessions with no game running, or evaluate a checkpoint on them.
 
-Both run the driver on a :class:`~explorer.envs.session.SessionEnv`:
+Both run the driver on a :class:`~explorer.envs.sessions.env.SessionEnv`:
 
 - **training**: the learning actor replays the recorded actions (and the recorded decision
   boundaries) through its novelty scoring, context and adder, exactly as it would have
@@ -27,7 +27,9 @@ from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.trainer import InlineTrainer
 from explorer.config import Config, check_replay
 from explorer.core import Step, Stopped, action_names
-from explorer.envs.session import Session, SessionEnv, SessionError, check_buttons, open_sessions
+from explorer.envs.sessions.env import SessionEnv
+from explorer.envs.sessions.format import SessionError
+from explorer.envs.sessions.reader import Session, check_buttons, open_sessions
 from explorer.files import atomic_save, atomic_write, json_text
 from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import Training

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from explorer.envs.session import Session, SessionError, find_sessions
+from explorer.envs.sessions.format import SessionError
+from explorer.envs.sessions.reader import Session, find_sessions
 
 
 def describe(path: str | Path, verify: bool = False) -> dict[str, Any]:

@@ -134,7 +134,7 @@ class FakeDesktop:
     # ---------------------------------------------------------------- install
     def install(self, monkeypatch: Any, dxcam: bool = True) -> FakeDesktop:
         """Make explorer see this desktop: Windows, its DLLs, winreg and the Windows-only packages."""
-        from explorer.envs import winapi
+        from explorer.envs.live import winapi
         monkeypatch.setattr(winapi, "is_windows", lambda: True)
         self.windll = FakeWindll(self)
         monkeypatch.setattr(winapi, "windll", lambda: self.windll)

@@ -2,7 +2,7 @@
 
 Frames are the env's pixel observations when it gives them (an ``uint8[H, W, 3]``, ``[H, W, 1]`` or
 ``[H, W]`` image), else ``render()`` in ``rgb_array`` mode (MiniGrid's symbolic observations); each is
-resized to the observation shape (:func:`~explorer.envs.screen.to_observation`) and pushed into a frame
+resized to the observation shape (:func:`~explorer.envs.geometry.to_observation`) and pushed into a frame
 ring, as every env's frames are. Actions go through an :class:`~explorer.envs.gym.actions.ActionMap`.
 
 An episode ends when the game ends it (Gymnasium's ``terminated``: nothing follows, so no bootstrap),
@@ -22,10 +22,10 @@ import numpy as np
 
 from explorer.config import GameConfig, ObservationConfig
 from explorer.core import ExplorerError, Step
+from explorer.envs.geometry import observation_shape, to_observation
 from explorer.envs.gym.actions import ActionMap
 from explorer.envs.gym.positions import FrameCell, Position, frame_cell, position_reader
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import observation_shape, to_observation
 
 INSTALL = "pip install -e '.[gym]'"
 

@@ -138,8 +138,8 @@ class PadEnv(gymnasium.Env):
 def make_doom(render_mode: str | None = None, buttons: Sequence[str] = ("a",), width: int | None = None,
               height: int | None = None, grayscale: bool | None = None, **game: Any) -> PadEnv:
     """``explorer/Doom-v0``: ViZDoom headless, one engine step (``frame_skip`` tics) per env step."""
-    from explorer.envs.doom import DoomEnv
-    from explorer.envs.vizdoom import DoomGame
+    from explorer.envs.doom.env import DoomEnv
+    from explorer.envs.doom.game import DoomGame
 
     config = _config({"game": {**game, "name": "vizdoom"}, "observation": _observation(width, height, grayscale),
                       "pad": {"buttons": list(buttons)}})
@@ -153,9 +153,9 @@ def make_live(render_mode: str | None = None, window: str = "", region: Sequence
               screen: Any = None, pad: Any = None) -> PadEnv:
     """``explorer/LiveWindow-v0``: a live game captured from a window or region, played on the virtual pad
     in real time (``hz`` steps per second, ``control.hz`` by default), with the pad's watchdog."""
-    from explorer.envs.live import LiveEnv
-    from explorer.envs.pad import make_pad
-    from explorer.envs.screen import make_screen
+    from explorer.envs.live.capture import make_screen
+    from explorer.envs.live.env import LiveEnv
+    from explorer.envs.live.pad import make_pad
 
     capture: dict[str, Any] = {}
     if window:

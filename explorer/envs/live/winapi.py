@@ -144,7 +144,7 @@ def foreground_window() -> int:
 # ---------------------------------------------------------------- ViGEmBus and XInput
 
 @dataclass(frozen=True)
-class Driver:
+class InstalledDriver:
     """An installed driver as Windows lists it under Apps (the uninstall registry)."""
 
     name: str
@@ -164,7 +164,7 @@ _UNINSTALL = (r"SOFTWARE\Microsoft\Windows\CurrentVersion\Uninstall",
               r"SOFTWARE\WOW6432Node\Microsoft\Windows\CurrentVersion\Uninstall")
 
 
-def vigembus() -> Driver | None:
+def vigembus() -> InstalledDriver | None:
     """The installed ViGEmBus driver (name and version), or None when it is not installed."""
     reg = registry()
     for path in _UNINSTALL:
@@ -185,12 +185,12 @@ def vigembus() -> Driver | None:
                     return found
     try:  # the driver service without an Apps entry (installed by hand)
         reg.OpenKey(reg.HKEY_LOCAL_MACHINE, r"SYSTEM\CurrentControlSet\Services\ViGEmBus").Close()
-        return Driver("ViGEmBus (service only)", "unknown")
+        return InstalledDriver("ViGEmBus (service only)", "unknown")
     except OSError:
         return None
 
 
-def _vigem_entry(reg: Any, root: Any, sub: str) -> Driver | None:
+def _vigem_entry(reg: Any, root: Any, sub: str) -> InstalledDriver | None:
     try:
         with reg.OpenKey(root, sub) as key:
             name = str(reg.QueryValueEx(key, "DisplayName")[0])
@@ -200,7 +200,7 @@ def _vigem_entry(reg: Any, root: Any, sub: str) -> Driver | None:
                 version = str(reg.QueryValueEx(key, "DisplayVersion")[0])
             except OSError:
                 version = "unknown"
-            return Driver(name, version)
+            return InstalledDriver(name, version)
     except OSError:
         return None
 

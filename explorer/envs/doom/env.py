@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from explorer.core import Step
+from explorer.envs.doom.game import DoomGame, DoomPad
 from explorer.envs.ring import FrameRing
-from explorer.envs.vizdoom import DoomGame, DoomPad
 
 
 class DoomEnv:

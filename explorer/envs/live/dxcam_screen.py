@@ -23,18 +23,9 @@ from typing import Any
 import numpy as np
 
 from explorer.config import CaptureConfig, ObservationConfig
-from explorer.envs.screen import (
-    OutputLost,
-    Region,
-    ScreenError,
-    Window,
-    WindowWatch,
-    dpi_aware,
-    observation_shape,
-    resolve_region,
-    to_observation,
-    window_problem,
-)
+from explorer.envs.geometry import Region, Window, observation_shape, to_observation
+from explorer.envs.live.desktop import WindowWatch, dpi_aware, resolve_region, window_problem
+from explorer.envs.live.screen import OutputLost, ScreenError
 
 
 class DxcamUnavailable(ScreenError):
@@ -118,7 +109,7 @@ class DxcamScreen:
     """Grabs a region of one monitor with dxcam (Windows Desktop Duplication).
 
     ``grab`` returns None when nothing changed on that monitor since the last
-    grab, and raises :class:`~explorer.envs.screen.OutputLost` while the output is
+    grab, and raises :class:`~explorer.envs.live.screen.OutputLost` while the output is
     lost (it reopens at most every ``retry_s``). With ``capture.source =
     "window"`` it checks every ``capture.window_check_s`` that the window is
     still there.

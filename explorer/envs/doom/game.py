@@ -31,7 +31,7 @@ Doom's maps, which were built without them.
 
 The map is checked before the engine starts (a missing map would silently
 start another one), and the engine process is tied to this one (see
-:mod:`explorer.envs.doom_process`).
+:mod:`explorer.envs.doom.process`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ import numpy as np
 
 from explorer.config import MAP_NAME, GameConfig, ObservationConfig, engine_args
 from explorer.core import N_AXES, NEUTRAL, ExplorerError, clamp
-from explorer.envs import doom_process
-from explorer.envs.screen import observation_shape, to_observation
-from explorer.envs.wad import Wad, WadError, read_wad
+from explorer.envs.doom import process as doom_process
+from explorer.envs.doom.wad import Wad, WadError, read_wad
+from explorer.envs.geometry import observation_shape, to_observation
 
 _RESOLUTIONS = {"160x120": "RES_160X120", "320x240": "RES_320X240", "640x480": "RES_640X480"}
 
@@ -84,7 +84,7 @@ class Position:
 
 
 class DoomGame:
-    """A ViZDoom scenario as a :class:`~explorer.envs.screen.Screen` plus a clock.
+    """A ViZDoom scenario as a :class:`~explorer.envs.live.screen.Screen` plus a clock.
 
     ``grab()`` returns the current frame. In synchronous mode ``advance()``
     applies the pad's current sticks for ``frame_skip`` tics; when the episode
@@ -276,7 +276,7 @@ class DoomGame:
 
 
 class DoomPad:
-    """The pad bridge: a :class:`~explorer.envs.pad.Pad` whose sticks and buttons drive a :class:`DoomGame`.
+    """The pad bridge: a :class:`~explorer.envs.live.pad.Pad` whose sticks and buttons drive a :class:`DoomGame`.
 
     Button names are those of :data:`BUTTONS`; sticks and buttons are applied
     together on every engine step until changed.

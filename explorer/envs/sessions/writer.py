@@ -36,22 +36,21 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import ExplorerError
+from explorer.core import N_AXES, ExplorerError, action_dim
+from explorer.envs.sessions.format import (
+    CHUNKS,
+    FORMAT,
+    JOURNAL,
+    MAX_CHANNELS,
+    MAX_CHUNK_BYTES,
+    MAX_CHUNK_FRAMES,
+    MAX_FRAME_SIDE,
+    META,
+    STEPS,
+    VERSION,
+    chunk_name,
+)
 from explorer.files import atomic_write, fsync_dir, remedy
-
-FORMAT = "explorer-session"
-VERSION = 1
-META = "meta.json"
-STEPS = "steps.jsonl"
-JOURNAL = "journal.jsonl"
-CHUNKS = "chunks"
-
-#: bounds a session's files are held to (the reader refuses anything beyond them before allocating)
-MAX_CHUNK_FRAMES = 4096  # frames per chunk (record.chunk_frames)
-MAX_FRAME_SIDE = 16384  # pixels of a frame's height or width
-MAX_CHANNELS = 4
-MAX_CHUNK_BYTES = 2**32  # uncompressed frames of one chunk
-
 
 #: where a session can go instead, in messages
 ELSEWHERE = "record elsewhere (--out, --record or record.dir)"
@@ -59,11 +58,6 @@ ELSEWHERE = "record elsewhere (--out, --record or record.dir)"
 
 class RecorderError(ExplorerError):
     """The recorder cannot take or write steps; the message says why."""
-
-
-def chunk_name(index: int) -> str:
-    """File name of chunk ``index`` inside ``chunks/``."""
-    return f"{index:06d}.npz"
 
 
 def library_versions() -> dict[str, str]:
@@ -172,7 +166,7 @@ class Recorder:
             "frame_shape": None, "created_wall": time.time(), "created_monotonic": time.monotonic(),
             "versions": library_versions(), "buttons": list(buttons), "meta": dict(meta or {}),
         }
-        self._width = 4 + len(buttons)  # the four sticks, then the buttons
+        self._width = action_dim(buttons)  # the four sticks, then the buttons
         try:
             json.dumps(self.meta)
         except TypeError as err:
@@ -247,7 +241,7 @@ class Recorder:
         if action is not None:
             act = np.asarray(action, np.float32).reshape(-1)
             if act.shape != (self._width,):
-                raise RecorderError(f"an action of this session has the 4 stick axes and the buttons "
+                raise RecorderError(f"an action of this session has the {N_AXES} stick axes and the buttons "
                                     f"{self.meta['buttons']}: {self._width} values, got shape {np.shape(action)}")
             if not np.isfinite(act).all():
                 raise RecorderError(f"step {self.steps}: the action {act.tolist()} is not finite; a session records "

@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from explorer.core import ExplorerError, IdleWindow, Pacer, Step
-from explorer.envs.pad import Pad, Watchdog
+from explorer.envs.live.capture import CaptureThread
+from explorer.envs.live.pad import Pad
+from explorer.envs.live.screen import Screen, ScreenError
+from explorer.envs.live.watchdog import Watchdog
 from explorer.envs.ring import FrameRing
-from explorer.envs.screen import CaptureThread, Screen, ScreenError
 
 
 class StalledCapture(ExplorerError):
@@ -61,7 +63,7 @@ class LiveEnv:
 
     Args:
       screen: where frames come from (``grab() -> uint8[H, W, C]``).
-      pad: where actions go (a :class:`~explorer.envs.pad.NullPad` sends nothing).
+      pad: where actions go (a :class:`~explorer.envs.live.pad.NullPad` sends nothing).
       stack: frames per observation ``k``.
       ring_capacity: frames the ring holds.
       capture_fps: frames grabbed per second.
