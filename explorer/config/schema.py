@@ -1,18 +1,16 @@
-"""Typed, frozen configuration loaded from TOML with dotted overrides.
+"""The settings' schema: typed, frozen pydantic models, one per section, and the checks across keys.
 
-Defaults live here, in code; ``config.toml`` at the top of the repository
-mirrors them with a comment per key (a test keeps the two equal). A run loads
-the defaults, merges a TOML file over them, then ``--set section.key=value``
-overrides, and validates the result. An unknown key or a wrong type is a
-:class:`ConfigError` naming the key and where it came from.
+Defaults live here, in code; ``config.toml`` at the top of the repository mirrors them with a
+comment per key (a test keeps the two equal). :mod:`explorer.config.loader` reads files and
+``--set`` overrides into these models. Nothing here depends on the machine: a config that fits
+the schema is valid anywhere (whether a run of it fits in memory is for the modes to check,
+:mod:`explorer.agent.memory`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sys
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,18 +19,10 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-import tomli_w
 
 
 class ConfigError(ValueError):
@@ -618,7 +608,8 @@ class Config(_Section):
 
     def replace(self, **overrides: Any) -> Config:
         """A copy with dotted keys replaced, e.g. ``replace(**{"run.steps": 10})``."""
-        return load(None, [f"{k}={_toml_literal(v)}" for k, v in overrides.items()], base=self)
+        from explorer.config.loader import load, toml_literal
+        return load(None, [f"{k}={toml_literal(v)}" for k, v in overrides.items()], base=self)
 
 
 # ---------------------------------------------------------------- checks across keys
@@ -799,335 +790,3 @@ def replay_warnings(config: Config, transitions: int) -> list[str]:
             f"(learner.warmup_steps = {learner.warmup_steps}, learner.batch_size = {learner.batch_size}, "
             f"learner.update_every = {learner.update_every}): nothing is learned; lower learner.warmup_steps, or "
             f"replay more (--epochs, more sessions)"]
-
-
-def _encoder_flat(config: Config) -> int:
-    """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
-    h, w, c = frame_shape(config.observation)
-    filters = config.learner.filters
-    for _ in filters:
-        h, w = (h - 3) // 2 + 1, (w - 3) // 2 + 1
-    return max(h, 1) * max(w, 1) * (filters[-1] if filters else c * config.observation.stack)
-
-
-def _first_conv(config: Config) -> int:
-    """Values one picture's first learner convolution outputs (0 without convolutions)."""
-    h, w, _ = frame_shape(config.observation)
-    f = config.learner.filters
-    return ((h - 3) // 2 + 1) * ((w - 3) // 2 + 1) * f[0] if f else 0
-
-
-def memory_needed(config: Config) -> dict[str, int]:
-    """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
-
-    ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
-    sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
-    encoders scale them to, and the first convolution's outputs of the encoder passes of an
-    update: two with a shared encoder, else four); ``networks``: the largest weight matrices (``hidden x hidden`` of
-    each critic, target and actor head, the dense layer of each encoder) with Adam's two copies
-    of the trained ones, ``float32``; ``novelty``: the episodic memory and recent frames;
-    ``record``: one chunk of frames when recording.
-    """
-    obs, learner, novelty = config.observation, config.learner, config.novelty
-    frame_bytes = math.prod(frame_shape(obs))
-    stacked = frame_bytes * obs.stack
-    dense = _encoder_flat(config) * learner.feature
-    # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
-    encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
-    heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
-    passes = 2 if learner.shared_encoder else 4  # encoder passes forward per update
-    dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
-    memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
-    recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
-    return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
-            "ring": config.ring.capacity * frame_bytes,
-            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
-            "networks": 4 * (encoders + heads),
-            "novelty": memory + recent,
-            "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
-
-
-def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
-    """The settings that size each entry of :func:`memory_needed`."""
-    novelty = config.novelty
-    if novelty.signal == "pixel":
-        novelty_keys: tuple[str, ...] = ("novelty.pixel_window",)
-    elif novelty.embedding == "histogram":
-        novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
-    else:
-        novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
-    return {"replay": ("learner.replay_mb",), "ring": ("ring.capacity",), "batch": ("learner.batch_size",),
-            "networks": ("learner.hidden", "learner.feature"), "novelty": novelty_keys,
-            "record": ("record.chunk_frames",)}
-
-
-def _setting(flat: dict[str, Any], key: str) -> str:
-    value = flat[key]
-    return f"{key} = {value:g}" if isinstance(value, float) else f"{key} = {value}"
-
-
-def check_memory(config: Config, available: int | None = None) -> None:
-    """Raise :class:`ConfigError` when what :func:`memory_needed` counts exceeds the memory free now.
-
-    A run that cannot hold its buffers is stopped here, with the settings to lower, rather
-    than by the kernel once it has taken all the memory.
-
-    Args:
-      available: free bytes; None asks the machine (``psutil``).
-    """
-    need = memory_needed(config)
-    if available is None:
-        import psutil
-        available = int(psutil.virtual_memory().available)
-    total = sum(need.values())
-    if total <= available:
-        return
-    gib = 2**30
-    flat, names = _flatten(config.to_dict()), _memory_keys(config)
-    big = [k for k in sorted(need, key=need.__getitem__, reverse=True) if need[k] >= total / 100]
-    parts = [f"{k} {need[k] / gib:.1f} GiB ({', '.join(_setting(flat, s) for s in names[k])})" for k in big]
-    keys = [s for k in big for s in names[k]]
-    raise ConfigError(f"this run needs at least {total / gib:.1f} GiB of memory but {available / gib:.1f} GiB are "
-                      f"free: {'; '.join(parts)}; lower {' or '.join(keys)}, or free memory")
-
-
-def quote(text: str) -> str:
-    """``text`` as a TOML string literal, for building ``--set`` overrides."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def capture_overrides(window: str | None, region: str | None) -> list[str]:
-    """Overrides for the ``--window TITLE`` and ``--region L,T,W,H`` command-line options."""
-    extra: list[str] = []
-    if window:
-        extra += ['capture.source="window"', f"capture.window_title={quote(window)}"]
-    if region:
-        try:
-            left, top, width, height = (int(v) for v in region.split(","))
-        except ValueError:
-            raise ConfigError(f"--region {region!r} is not L,T,W,H (four integers, pixels)") from None
-        extra += ['capture.source="region"', f"capture.left={left}", f"capture.top={top}",
-                  f"capture.width={width}", f"capture.height={height}"]
-    return extra
-
-
-def _toml_literal(value: Any) -> str:
-    if isinstance(value, dict):  # an inline table: tomli_w writes a dict as a [section] of its own
-        return "{" + ", ".join(f"{_toml_literal(str(k))} = {_toml_literal(v)}" for k, v in value.items()) + "}"
-    text = tomli_w.dumps({"v": value})
-    return text.split("=", 1)[1].strip()
-
-
-def _parse_override(text: str) -> tuple[list[str], Any]:
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} is not of the form section.key=value")
-    key, raw = text.split("=", 1)
-    path = key.strip().split(".")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()  # a bare word is taken as a string
-    return path, value
-
-
-def _merge(into: dict[str, Any], path: list[str], value: Any, origin: str) -> None:
-    node = into
-    for part in path[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(path)} ({origin}): {part} is not a section")
-        node = child
-    node[path[-1]] = value
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "", depth: int = 2) -> dict[str, Any]:
-    """``{"section.key": value}``; a table value (``game.kwargs``) stays whole, an empty one included."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and depth > 1:
-            out.update(_flatten(value, f"{prefix}{key}.", depth - 1))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
-         base: Config | None = None) -> Config:
-    """Load a config: defaults (or ``base``), then the TOML file, then overrides.
-
-    Args:
-      path: a TOML file, or None for the defaults alone.
-      overrides: ``section.key=value`` strings; values are TOML literals, bare
-        words are strings.
-      base: the config to start from instead of the defaults.
-
-    Returns:
-      The validated, frozen :class:`Config`.
-
-    Raises:
-      ConfigError: a missing, unreadable or malformed file, an unknown key, a wrong type,
-        settings that contradict each other (:func:`config_problems`), or buffers larger
-        than the memory free (:func:`check_memory`).
-    """
-    tree = (base or Config()).to_dict()
-    origins: dict[str, str] = {}
-    if path is not None:
-        path = Path(path)
-        for key, value in _flatten(_parse_file(path)).items():
-            _merge(tree, key.split("."), value, str(path))
-            origins[key] = str(path)
-    for text in overrides:
-        keypath, value = _parse_override(text)
-        _merge(tree, keypath, value, "--set")
-        origins[".".join(keypath)] = "--set"
-    kinds = _kind_problems(tree, origins)
-    if kinds:
-        raise ConfigError("invalid configuration: " + kinds[0] if len(kinds) == 1
-                          else "invalid configuration:\n  " + "\n  ".join(kinds))
-    try:
-        config = Config.model_validate(tree)
-    except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            key = ".".join(str(p) for p in e["loc"])
-            # an element of a list or table setting (``learner.filters.1``, ``game.actions.UP.a``) comes from
-            # where that setting came from
-            where = next((origins[k] for k in (key, ".".join(key.split(".")[:2])) if k in origins), "defaults")
-            if e["type"] == "extra_forbidden":
-                section = key.rsplit(".", 1)[0] if "." in key else ""
-                known = _known_keys(section)
-                lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
-            elif e["type"] == "value_error" and isinstance(e.get("input"), dict):  # a check across keys
-                for problem in e["msg"].removeprefix("Value error, ").splitlines():
-                    lines.append(f"{problem} ({_origins_of(problem, origins)})")
-            else:
-                lines.append(f"{key} (from {where}): {e['msg']}, got {e.get('input')!r}")
-        if len(lines) == 1:
-            raise ConfigError(f"invalid configuration: {lines[0]}") from None
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
-    check_memory(config)
-    return config
-
-
-def _kind_problems(tree: dict[str, Any], origins: dict[str, str]) -> list[str]:
-    """Given settings of the wrong kind that validation would quietly convert: a switch given a number
-    or a word (``game.visible = 1``), a number given a switch (``run.steps = true`` would be 1 step)."""
-    defaults = _flatten(Config().model_dump(mode="json"))
-    problems = []
-    for key, value in _flatten(tree).items():
-        if key not in origins or key not in defaults:
-            continue  # an unknown key is reported by validation
-        default, where = defaults[key], origins[key]
-        if isinstance(default, bool) and not isinstance(value, bool):
-            problems.append(f"{key} (from {where}): takes true or false, got {value!r}")
-        elif isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, bool):
-            problems.append(f"{key} (from {where}): takes a number, got {str(value).lower()}")
-        elif (isinstance(default, list) and isinstance(value, list)
-              and any(isinstance(v, bool) for v in value) and not any(isinstance(v, bool) for v in default)):
-            problems.append(f"{key} (from {where}): takes numbers, got {value!r}")
-    return problems
-
-
-def read_config_text(path: str | Path) -> str:
-    """The text of a TOML config file, or a one-line :class:`ConfigError` saying what is wrong with the file.
-
-    A UTF-8 byte-order mark (as Windows editors write) is dropped.
-    """
-    path = Path(path)
-    hint = "pass --config with the path of a TOML file"
-    try:
-        if path.is_dir():
-            inside = path / "config.toml"
-            raise ConfigError(f"config file {path} is a folder, not a file; {hint}"
-                              + (f", such as {inside}" if inside.is_file() else ""))
-        if not path.exists():
-            raise ConfigError(f"config file {path} does not exist; {hint}")
-        if not path.is_file():
-            raise ConfigError(f"config file {path} is not a regular file; {hint}")
-        data = path.read_bytes()
-    except PermissionError:
-        raise ConfigError(f"config file {path} cannot be read: permission denied; make it readable "
-                          f"(chmod u+r {path}) or {hint}") from None
-    except OSError as err:
-        raise ConfigError(f"config file {path} cannot be read: {err.strerror or err}; {hint}") from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ConfigError(f"config file {path} is UTF-16 text (as PowerShell's > writes it); save it as UTF-8")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}); "
-                          f"save it as UTF-8 or {hint}") from None
-
-
-def _parse_file(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(read_config_text(path))
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
-
-
-_KEY = re.compile(r"(?<![\w.])([a-z_]+\.[a-z_0-9]+)(?!\w)")  # a dotted setting name in a message
-
-
-def _origins_of(text: str, origins: dict[str, str]) -> str:
-    """Where the settings named in ``text`` came from: ``from --set``, or ``from --set: a.b; defaults: c.d``."""
-    known = {f"{section}.{key}" for section in Config.model_fields for key in _known_keys(section)}
-    by_origin: dict[str, list[str]] = {}
-    for key in dict.fromkeys(_KEY.findall(text)):
-        if key in known:
-            by_origin.setdefault(origins.get(key, "defaults"), []).append(key)
-    if len(by_origin) <= 1:
-        return f"from {next(iter(by_origin), 'defaults')}"
-    by_origin["defaults"] = by_origin.pop("defaults", [])  # the keys given somewhere come first
-    return "; ".join(f"{o if o == 'defaults' else 'from ' + o}: {', '.join(keys)}"
-                     for o, keys in by_origin.items() if keys)
-
-
-def missing_keys(path: str | Path) -> dict[str, Any]:
-    """Settings a TOML file does not set (written by an older version, say), with their defaults."""
-    given = _flatten(_parse_file(Path(path)))
-    return {k: v for k, v in _flatten(Config().to_dict()).items() if k not in given}
-
-
-def _known_keys(section: str) -> list[str]:
-    model: type[BaseModel] = Config
-    if section:
-        field = Config.model_fields.get(section)
-        if field is None or not isinstance(field.annotation, type):
-            return sorted(Config.model_fields)
-        model = field.annotation
-    return sorted(model.model_fields)
-
-
-def dump(config: Config, path: str | Path) -> None:
-    """Write the merged config as TOML (into a run directory)."""
-    Path(path).write_text(tomli_w.dumps(config.to_dict()), encoding="utf-8")
-
-
-def render_toml(config: Config | None = None) -> str:
-    """The config as commented TOML: each section's docstring and each key's description.
-
-    ``config.toml`` at the top of the repository is this text for the defaults
-    (``python tools/write_config.py`` regenerates it).
-    """
-    config = config or Config()
-    values = config.to_dict()
-    lines = ["# explorer configuration: every setting with its default.",
-             "# Load another file with --config PATH; override one key with --set section.key=value.", ""]
-    for section, field in Config.model_fields.items():
-        model = field.annotation
-        assert isinstance(model, type) and issubclass(model, BaseModel)
-        lines.append(f"[{section}]")
-        lines.append(f"# {(model.__doc__ or '').strip().splitlines()[0]}")
-        for key, sub in model.model_fields.items():
-            # a seed derived from run.seed is shown commented out: a copy of this file that sets it
-            # would pin it, and run.seed would no longer move it
-            derived = key not in values[section]
-            value = getattr(getattr(config, section), key) if derived else values[section][key]
-            literal = (f"[{', '.join(_toml_literal(v) for v in value)}]" if isinstance(value, list)
-                       else _toml_literal(value))
-            rendered = f"{'# ' if derived else ''}{key} = {literal}"
-            lines.append(f"{rendered:<40} # {sub.description}")
-        lines.append("")
-    return "\n".join(lines)

@@ -1,0 +1,68 @@
+"""Typed, frozen configuration loaded from TOML with dotted overrides.
+
+:mod:`explorer.config.schema` holds the settings (pydantic models, their defaults and the checks
+across keys); :mod:`explorer.config.loader` loads them: the defaults, a TOML file merged over
+them, then ``--set section.key=value`` overrides, validated, each value's origin named in the
+errors. An unknown key or a wrong type is a :class:`ConfigError` naming the key and where it came
+from. Every public name of both is importable from here.
+"""
+
+from explorer.config.loader import (
+    capture_overrides,
+    check_memory,
+    dump,
+    load,
+    memory_needed,
+    missing_keys,
+    quote,
+    read_config_text,
+    render_toml,
+    toml_literal,
+    tomllib,
+)
+from explorer.config.schema import (
+    DERIVED_SEEDS,
+    ENGINE_ARGS_ALLOWED,
+    ENGINE_CVARS,
+    ENGINE_FLAGS,
+    ENGINE_NUMBER_FLAGS,
+    HOTKEY_NAMES,
+    MAP_NAME,
+    MAX_SEED,
+    NOVELTY_CNN_LAYERS,
+    CaptureConfig,
+    Config,
+    ConfigError,
+    ControlConfig,
+    GameConfig,
+    LearnerConfig,
+    NoveltyConfig,
+    ObservationConfig,
+    PadButton,
+    PadConfig,
+    RecordConfig,
+    RingConfig,
+    RunConfig,
+    check_replay,
+    config_problems,
+    conv_layers_fitting,
+    engine_args,
+    explore_warnings,
+    frame_shape,
+    hotkey_name,
+    replay_capacity,
+    replay_problems,
+    replay_slots,
+    replay_warnings,
+    worker_problems,
+)
+
+__all__ = [
+    "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "HOTKEY_NAMES",
+    "MAP_NAME", "MAX_SEED", "NOVELTY_CNN_LAYERS", "CaptureConfig", "Config", "ConfigError", "ControlConfig",
+    "GameConfig", "LearnerConfig", "NoveltyConfig", "ObservationConfig", "PadButton", "PadConfig", "RecordConfig",
+    "RingConfig", "RunConfig", "capture_overrides", "check_memory", "check_replay", "config_problems",
+    "conv_layers_fitting", "dump", "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load",
+    "memory_needed", "missing_keys", "quote", "read_config_text", "render_toml", "replay_capacity",
+    "replay_problems", "replay_slots", "replay_warnings", "toml_literal", "tomllib", "worker_problems",
+]
