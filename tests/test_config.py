@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from explorer import config as cfg
+from explorer.agent.replay import replay_capacity
 from explorer.config import ConfigError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,20 +212,20 @@ def test_ring_not_larger_than_the_stack_names_both_keys_values_and_origins(tmp_p
 
 def test_a_batch_larger_than_the_replay_fails_at_load_with_what_the_replay_holds():
     frame = 64 * 64 * 3
-    assert cfg.replay_capacity(cfg.load(None, ["learner.replay_mb=1"])) == 2**20 // (frame + 64) == 84
+    assert replay_capacity(cfg.load(None, ["learner.replay_mb=1"])) == 2**20 // (frame + 64) == 84
     with pytest.raises(cfg.ConfigError) as err:
         cfg.load(None, ["learner.replay_mb=1", "learner.batch_size=512"])
     assert str(err.value) == (
         "invalid configuration: learner.replay_mb = 1 holds 84 transitions of 64x64x3 frames; learner.batch_size = "
         "512 needs at least 512: raise learner.replay_mb (to 6.1 or more) or lower learner.batch_size (from --set)")
-    assert cfg.replay_capacity(cfg.load(None, ["learner.replay_mb=6.1", "learner.batch_size=512"])) >= 512
+    assert replay_capacity(cfg.load(None, ["learner.replay_mb=6.1", "learner.batch_size=512"])) >= 512
     # a huge batch fails the same way at once, instead of allocating until the kernel kills the process
     with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb = 600 holds 50934 transitions of 64x64x3 frames; "
                        r"learner.batch_size = 10000000000 needs .*\(from --set: learner.batch_size; defaults: "
                        r"learner.replay_mb\)"):
         cfg.load(None, ["learner.batch_size=10000000000"])
     grey = cfg.load(None, ["observation.grayscale=true", "observation.width=32", "observation.height=32"])
-    assert cfg.replay_capacity(grey) == int(600 * 2**20 / (32 * 32 + 64))
+    assert replay_capacity(grey) == int(600 * 2**20 / (32 * 32 + 64))
 
 
 def test_replay_capacity_is_what_the_learner_allocates():
@@ -233,7 +234,7 @@ def test_replay_capacity_is_what_the_learner_allocates():
     config = cfg.load(None, ["learner.replay_mb=0.5", "observation.grayscale=true", "observation.stack=4"])
     frame = cfg.frame_shape(config.observation)
     assert frame == (64, 64, 1)
-    assert Replay(frame, 4, 7, 0.5, 0).capacity == cfg.replay_capacity(config) == 126
+    assert Replay(frame, 4, 7, 0.5, 0).capacity == replay_capacity(config) == 126
     assert Replay((8, 8, 1), 3, 7, 0.0001, 0).capacity == cfg.replay_slots((8, 8, 1), 3, 0.0001) == 12  # the floor
 
 
@@ -326,37 +327,61 @@ def test_several_problems_are_listed_one_a_line():
     assert [line.split(" = ")[0] for line in lines] == ["invalid configuration:", "  ring.capacity", "  learner.augment"]
 
 
-def test_buffers_beyond_the_free_memory_fail_at_load(monkeypatch):
-    import psutil
+def test_the_memory_estimate_counts_the_largest_buffers_and_refuses_what_does_not_fit():
+    from explorer.agent.memory import check_memory, memory_needed
 
     config = cfg.Config()
-    need = cfg.memory_needed(config)
+    need = memory_needed(config)
     first_conv = 31 * 31 * 16  # 64 -> 31 pixels, 16 filters
     assert need["replay"] == 50934 * (64 * 64 * 3 + 64) and need["ring"] == 64 * 64 * 64 * 3
     # the default shares the critic's encoder with the actor: two encoder passes, three encoder copies (Adam: x3)
     assert need["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 2 * first_conv)
     assert need["networks"] == 4 * (7 * 7 * 32 * 128 * 4 + 256**2 * 11)
-    separate = cfg.memory_needed(config.replace(**{"learner.shared_encoder": False}))
+    separate = memory_needed(config.replace(**{"learner.shared_encoder": False}))
     assert separate["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 4 * first_conv)
     assert separate["networks"] == 4 * (7 * 7 * 32 * 128 * 7 + 256**2 * 11)
     assert need["novelty"] == 1024 * 216 * 4 and need["record"] == 0
-    cfg.check_memory(config, available=sum(need.values()))
+    check_memory(config, available=sum(need.values()))
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.check_memory(config.replace(**{"learner.replay_mb": 8000.0}), available=4 * 2**30)
+        check_memory(config, available=sum(need.values()) - 1)
+    assert str(err.value) == ("this run needs at least 0.6 GiB of memory but 0.6 GiB are free: replay 0.6 GiB "
+                              "(learner.replay_mb = 600); batch 0.0 GiB (learner.batch_size = 32); lower "
+                              "learner.replay_mb or learner.batch_size, or free memory")
+    with pytest.raises(cfg.ConfigError) as err:
+        check_memory(config.replace(**{"learner.replay_mb": 8000.0}), available=4 * 2**30)
     assert str(err.value) == ("this run needs at least 7.8 GiB of memory but 4.0 GiB are free: replay 7.8 GiB "
                               "(learner.replay_mb = 8000); lower learner.replay_mb, or free memory")
     with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.hidden = 60000, learner.feature = 128\); "
                        r"lower learner.hidden or learner.feature, or free memory$"):
-        cfg.check_memory(config.replace(**{"learner.hidden": 60000}), available=4 * 2**30)
+        check_memory(config.replace(**{"learner.hidden": 60000}), available=4 * 2**30)
+
+
+def test_a_config_loads_whatever_memory_is_free(monkeypatch):
+    import psutil
+
+    def no_probe():
+        raise AssertionError("loading a config asked the machine for its free memory")
+
+    monkeypatch.setattr(psutil, "virtual_memory", no_probe)
+    assert cfg.load(None, []).learner.replay_mb == 600
+    big = cfg.load(None, ["learner.replay_mb=1500000", "learner.batch_size=1000", "learner.hidden=60000"])
+    assert (big.learner.replay_mb, big.learner.hidden) == (1500000, 60000)
+    assert big.replace(**{"run.steps": 10}).learner.replay_mb == 1500000
+
+
+def test_the_free_memory_is_what_the_machine_reports(monkeypatch):
+    import psutil
+
+    from explorer.agent import memory
 
     class Machine:
-        available = 2**30
+        available = 3 * 2**30
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Machine())
-    assert cfg.load(None, []).learner.replay_mb == 600  # 0.6 GiB fit in 1 GiB
-    with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 1.9 GiB of memory but 1.0 GiB are free: "
-                       r"replay 1.5 GiB \(learner.replay_mb = 1500\); batch"):
-        cfg.load(None, ["learner.replay_mb=1500", "learner.batch_size=1000"])
+    assert memory.free_memory() == 3 * 2**30
+    memory.check_memory(cfg.Config())  # 0.6 GiB fit in 3 GiB
+    with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 3.9 GiB of memory but 3.0 GiB are free: "):
+        memory.check_memory(cfg.load(None, ["learner.replay_mb=3500", "learner.batch_size=1000"]))
 
 
 def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():

@@ -136,3 +136,46 @@ def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_cha
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"explorer: --evaluate {run}: --config") and \
         "learner.action_low = [-0.5, -1.0, -1.0, 0.6] (the run's: [-0.2, -0.3, -0.4, 0.7])" in err, err
+
+
+#: a run these settings describe needs 3.9 GiB (replay 3.4, batch 0.5); the machine is told 3 GiB are free
+TOO_BIG = ["--set", "learner.replay_mb=3500", "--set", "learner.batch_size=1000"]
+TOO_BIG_LINE = ("explorer: this run needs at least 3.9 GiB of memory but 3.0 GiB are free: replay 3.4 GiB "
+                "(learner.replay_mb = 3500); batch 0.5 GiB (learner.batch_size = 1000); lower learner.replay_mb or "
+                "learner.batch_size, or free memory\n")
+
+
+@pytest.fixture
+def three_gib_free(monkeypatch):
+    from explorer.agent import memory
+
+    monkeypatch.setattr(memory, "free_memory", lambda: 3 * 2**30)
+
+
+@pytest.mark.parametrize("argv", [
+    ["explore", "--steps", "2000"],
+    ["explore", "--steps", "2000", "--workers", "2"],  # the learner of many workers holds the same replay
+    ["play", "--dry-run", "--seconds", "1"],
+])
+def test_each_mode_refuses_a_run_that_cannot_fit_in_one_line_and_leaves_nothing(argv, tmp_path, capsys,
+                                                                                 three_gib_free):
+    runs = tmp_path / "runs"
+    assert cli.main([*argv, "--out", str(runs), *TOO_BIG]) == 2  # a setting to change, as at load
+    assert capsys.readouterr().err == TOO_BIG_LINE
+    assert not runs.exists() or not any(runs.iterdir())
+    # the same settings load, on this machine as on any: only starting the run is refused
+    assert load(None, [s for s in TOO_BIG if s != "--set"]).learner.replay_mb == 3500
+
+
+def test_replay_and_evaluate_refuse_a_run_that_cannot_fit_before_reading_sessions(tmp_path, three_gib_free):
+    from explorer.config import ConfigError
+    from explorer.run.replay import evaluate, replay_train
+
+    config = load(None, [s for s in TOO_BIG if s != "--set"])
+    missing = [tmp_path / "no-such-session"]  # never opened: the memory is checked first
+    for run in (lambda: replay_train(config, missing, tmp_path / "replay"),
+                lambda: evaluate(config, missing, tmp_path / "no-checkpoint", tmp_path / "evaluate")):
+        with pytest.raises(ConfigError) as err:
+            run()
+        assert f"explorer: {err.value}\n" == TOO_BIG_LINE
+    assert not (tmp_path / "replay").exists() and not (tmp_path / "evaluate").exists()

@@ -12,11 +12,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.config import replay_slots
+from explorer.config import Config, frame_shape, replay_slots
 from explorer.core import N_AXES, gather_stacked
 
 if TYPE_CHECKING:
     from explorer.agent.outbox import Batch
+
+
+def replay_capacity(config: Config) -> int:
+    """Transitions (and frames) the learner's replay holds with this config's frames and ``learner.replay_mb``.
+
+    The :class:`Replay` sizes itself by the same :func:`~explorer.config.replay_slots`, which the
+    config's checks use too (a replay too small for a batch is refused at load).
+    """
+    return replay_slots(frame_shape(config.observation), config.observation.stack, config.learner.replay_mb)
 
 
 class Replay:

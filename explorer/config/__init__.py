@@ -9,10 +9,8 @@ from. Every public name of both is importable from here.
 
 from explorer.config.loader import (
     capture_overrides,
-    check_memory,
     dump,
     load,
-    memory_needed,
     missing_keys,
     quote,
     read_config_text,
@@ -50,7 +48,6 @@ from explorer.config.schema import (
     explore_warnings,
     frame_shape,
     hotkey_name,
-    replay_capacity,
     replay_problems,
     replay_slots,
     replay_warnings,
@@ -61,8 +58,8 @@ __all__ = [
     "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "HOTKEY_NAMES",
     "MAP_NAME", "MAX_SEED", "NOVELTY_CNN_LAYERS", "CaptureConfig", "Config", "ConfigError", "ControlConfig",
     "GameConfig", "LearnerConfig", "NoveltyConfig", "ObservationConfig", "PadButton", "PadConfig", "RecordConfig",
-    "RingConfig", "RunConfig", "capture_overrides", "check_memory", "check_replay", "config_problems",
-    "conv_layers_fitting", "dump", "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load",
-    "memory_needed", "missing_keys", "quote", "read_config_text", "render_toml", "replay_capacity",
-    "replay_problems", "replay_slots", "replay_warnings", "toml_literal", "tomllib", "worker_problems",
+    "RingConfig", "RunConfig", "capture_overrides", "check_replay", "config_problems", "conv_layers_fitting", "dump",
+    "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load", "missing_keys", "quote",
+    "read_config_text", "render_toml", "replay_problems", "replay_slots", "replay_warnings", "toml_literal",
+    "tomllib", "worker_problems",
 ]

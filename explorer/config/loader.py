@@ -8,7 +8,6 @@ at the top of the repository) and the command-line helpers that build overrides.
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from pathlib import Path
@@ -23,97 +22,7 @@ else:  # pragma: no cover
 
 import tomli_w
 
-from explorer.config.schema import Config, ConfigError, frame_shape, replay_capacity
-
-
-def _encoder_flat(config: Config) -> int:
-    """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
-    h, w, c = frame_shape(config.observation)
-    filters = config.learner.filters
-    for _ in filters:
-        h, w = (h - 3) // 2 + 1, (w - 3) // 2 + 1
-    return max(h, 1) * max(w, 1) * (filters[-1] if filters else c * config.observation.stack)
-
-
-def _first_conv(config: Config) -> int:
-    """Values one picture's first learner convolution outputs (0 without convolutions)."""
-    h, w, _ = frame_shape(config.observation)
-    f = config.learner.filters
-    return ((h - 3) // 2 + 1) * ((w - 3) // 2 + 1) * f[0] if f else 0
-
-
-def memory_needed(config: Config) -> dict[str, int]:
-    """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
-
-    ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
-    sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
-    encoders scale them to, and the first convolution's outputs of the encoder passes of an
-    update: two with a shared encoder, else four); ``networks``: the largest weight matrices (``hidden x hidden`` of
-    each critic, target and actor head, the dense layer of each encoder) with Adam's two copies
-    of the trained ones, ``float32``; ``novelty``: the episodic memory and recent frames;
-    ``record``: one chunk of frames when recording.
-    """
-    obs, learner, novelty = config.observation, config.learner, config.novelty
-    frame_bytes = math.prod(frame_shape(obs))
-    stacked = frame_bytes * obs.stack
-    dense = _encoder_flat(config) * learner.feature
-    # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
-    encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
-    heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
-    passes = 2 if learner.shared_encoder else 4  # encoder passes forward per update
-    dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
-    memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
-    recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
-    return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
-            "ring": config.ring.capacity * frame_bytes,
-            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
-            "networks": 4 * (encoders + heads),
-            "novelty": memory + recent,
-            "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
-
-
-def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
-    """The settings that size each entry of :func:`memory_needed`."""
-    novelty = config.novelty
-    if novelty.signal == "pixel":
-        novelty_keys: tuple[str, ...] = ("novelty.pixel_window",)
-    elif novelty.embedding == "histogram":
-        novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
-    else:
-        novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
-    return {"replay": ("learner.replay_mb",), "ring": ("ring.capacity",), "batch": ("learner.batch_size",),
-            "networks": ("learner.hidden", "learner.feature"), "novelty": novelty_keys,
-            "record": ("record.chunk_frames",)}
-
-
-def _setting(flat: dict[str, Any], key: str) -> str:
-    value = flat[key]
-    return f"{key} = {value:g}" if isinstance(value, float) else f"{key} = {value}"
-
-
-def check_memory(config: Config, available: int | None = None) -> None:
-    """Raise :class:`ConfigError` when what :func:`memory_needed` counts exceeds the memory free now.
-
-    A run that cannot hold its buffers is stopped here, with the settings to lower, rather
-    than by the kernel once it has taken all the memory.
-
-    Args:
-      available: free bytes; None asks the machine (``psutil``).
-    """
-    need = memory_needed(config)
-    if available is None:
-        import psutil
-        available = int(psutil.virtual_memory().available)
-    total = sum(need.values())
-    if total <= available:
-        return
-    gib = 2**30
-    flat, names = _flatten(config.to_dict()), _memory_keys(config)
-    big = [k for k in sorted(need, key=need.__getitem__, reverse=True) if need[k] >= total / 100]
-    parts = [f"{k} {need[k] / gib:.1f} GiB ({', '.join(_setting(flat, s) for s in names[k])})" for k in big]
-    keys = [s for k in big for s in names[k]]
-    raise ConfigError(f"this run needs at least {total / gib:.1f} GiB of memory but {available / gib:.1f} GiB are "
-                      f"free: {'; '.join(parts)}; lower {' or '.join(keys)}, or free memory")
+from explorer.config.schema import Config, ConfigError
 
 
 def quote(text: str) -> str:
@@ -191,8 +100,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
 
     Raises:
       ConfigError: a missing, unreadable or malformed file, an unknown key, a wrong type,
-        settings that contradict each other (:func:`config_problems`), or buffers larger
-        than the memory free (:func:`check_memory`).
+        or settings that contradict each other (:func:`~explorer.config.schema.config_problems`).
+        Whether a run of the config fits in the memory free is not checked here: that depends
+        on the machine, and the modes check it as they start (:mod:`explorer.agent.memory`).
     """
     tree = (base or Config()).to_dict()
     origins: dict[str, str] = {}
@@ -230,7 +140,6 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         if len(lines) == 1:
             raise ConfigError(f"invalid configuration: {lines[0]}") from None
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
-    check_memory(config)
     return config
 
 

@@ -633,11 +633,6 @@ def replay_slots(frame: tuple[int, ...], stack: int, memory_mb: float) -> int:
     return max(4 * stack, int(memory_mb * 2**20 / (math.prod(frame) + 64)))
 
 
-def replay_capacity(config: Config) -> int:
-    """Transitions (and frames) the learner's replay holds with this config's frames and ``learner.replay_mb``."""
-    return replay_slots(frame_shape(config.observation), config.observation.stack, config.learner.replay_mb)
-
-
 def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) -> list[str]:
     """What makes a replay of ``frame``-sized frames under ``learner`` useless, one sentence each.
 

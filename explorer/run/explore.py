@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from explorer.agent.memory import check_memory
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LockstepLearner
 from explorer.agent.trainer import InlineTrainer, Trainer
@@ -40,6 +41,7 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
     """
     from explorer.run.builder import configure_threads, seed_everything
 
+    check_memory(config)  # the learner's buffers fit in the memory free, before anything is started
     if config.run.workers > 1:
         require_ray(config.run.workers)
     configure_threads(config.run.threads)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.agent.memory import check_memory
 from explorer.config import Config
 from explorer.core import Actor, IdleWindow
 from explorer.envs.live.pad import Pad
@@ -50,6 +51,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
     from explorer.envs.live.pad import make_pad
     from explorer.run.builder import build_agent, configure_threads, seed_everything
 
+    check_memory(config)  # the learner's buffers fit in the memory free, before the pad is taken
     if resume is not None:  # the trained policy acts with the settings it learned with, or not at all
         from explorer.run.resume import refuse_policy_changes, run_settings
         refuse_policy_changes(resume, run_settings(resume), config)

@@ -23,6 +23,7 @@ import numpy as np
 
 from explorer.agent.actor import LearningActor, RecordedActor
 from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
+from explorer.agent.memory import check_memory
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.trainer import InlineTrainer
 from explorer.config import Config, check_replay
@@ -91,6 +92,7 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
     """
     from explorer.run.builder import build_agent
 
+    check_memory(config)  # the learner's buffers fit in the memory free, before anything is read
     sessions = open_sessions(sessions)
     _needs_actions(sessions)
     check_buttons(sessions, config.pad.buttons)
@@ -253,6 +255,7 @@ def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoin
     """
     from explorer.run.builder import build_agent
 
+    check_memory(config)
     sessions = open_sessions(sessions)
     check_buttons(sessions, config.pad.buttons, fix="the checkpoint's policy holds the buttons of the settings in "
                   "use; evaluate it on sessions recorded with those buttons")
