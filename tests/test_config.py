@@ -10,6 +10,19 @@ from explorer.config import ConfigError, load
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def test_every_description_is_one_short_line_and_its_doc_link_resolves():
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    for section, field in cfg.Config.model_fields.items():
+        for key, sub in field.annotation.model_fields.items():
+            text = sub.description or ""
+            assert text and "\n" not in text and len(text) <= 110, f"{section}.{key}: {len(text)} characters"
+            for doc, anchor in re.findall(r"\((docs/[\w.]+\.md)(?:#([\w-]+))?\)", text):
+                lines = (root / doc).read_text(encoding="utf-8").splitlines()
+                assert not anchor or f"## {anchor}" in lines, f"{section}.{key}: {doc}#{anchor} has no such heading"
+
+
 def test_config_toml_holds_every_default_with_a_comment():
     text = (ROOT / "config.toml").read_text()
     assert cfg.load(ROOT / "config.toml") == cfg.Config()

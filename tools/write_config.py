@@ -1,4 +1,4 @@
-"""Regenerate ``config.toml`` from the defaults and descriptions in ``explorer/config.py``."""
+"""Regenerate ``config.toml`` from the defaults and descriptions in ``explorer/config/schema.py``."""
 
 from pathlib import Path
 

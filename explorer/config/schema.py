@@ -54,8 +54,7 @@ class CaptureConfig(_Section):
     source: Literal["region", "monitor", "window"] = Field(
         "region", description="region: left/top/width/height; monitor: a whole monitor; window: a window found by title")
     backend: Literal["auto", "mss", "dxcam"] = Field(
-        "auto", description="auto: dxcam on Windows when it is installed, else mss; mss: GDI/X11 screen grabs (any OS; "
-        "DirectX and full-screen games may grab black); dxcam: Windows Desktop Duplication (DirectX-safe, one monitor)")
+        "auto", description="auto, mss (GDI/X11 grabs, any OS) or dxcam (Windows Desktop Duplication) (docs/config.md#capture)")
     left: int = Field(0, description="region left edge, desktop pixels (negative left of the primary monitor)")
     top: int = Field(0, description="region top edge, desktop pixels (negative above the primary monitor)")
     width: int = Field(256, gt=0, description="region width, screen pixels")
@@ -63,14 +62,10 @@ class CaptureConfig(_Section):
     monitor: int = Field(1, ge=0, description="monitor for source=monitor, numbered as mss numbers them (1 = first; "
                          "0 = all monitors together, mss only)")
     window_title: str = Field("", description="substring of the window title for source=window")
-    window_check_s: float = Field(0.5, gt=0, description="source=window: seconds between checks that the captured window "
-                                  "still exists and keeps its title (a closed window stops the run)")
+    window_check_s: float = Field(0.5, gt=0, description="source=window: seconds between checks that the window still exists with its title")
     fps: float = Field(60.0, gt=0, description="capture rate, frames per second")
     blank_seconds: float = Field(3.0, gt=0, description="a frame stream that stays uniform this long is reported as blank")
-    stall_seconds: float = Field(1.0, gt=0, description="live runs stop when the capture delivers no picture for this long "
-                                 "while the loop waits for one (a frame older than this at a tick makes it wait; dxcam's "
-                                 "'nothing changed' counts as a picture: a paused game does not stop the run); more than "
-                                 "one capture period (1 / fps)")
+    stall_seconds: float = Field(1.0, gt=0, description="seconds without a new picture that stop a live run; more than 1 / fps (docs/config.md#capture)")
 
     @model_validator(mode="after")
     def _frames_within_the_stall_window(self) -> CaptureConfig:
@@ -113,15 +108,9 @@ class PadConfig(_Section):
     invert_camera_y: bool = Field(False, description="flip the sign of camera y before sending")
     invert_walk_y: bool = Field(False, description="flip the sign of walk y before sending")
     buttons: tuple[PadButton, ...] = Field(
-        ("a",), description="pad buttons and triggers the policy holds, each a policy output next to the four stick "
-        "axes (pressed while it is above 0; a trigger is pulled by its value above 0). Default [\"a\"]: the built-in "
-        "game's USE (doors, switches, lifts), and in most games jump or interact, never a menu. [] gives sticks only. "
-        "Names: a b x y lb rb lt rt ls rs dpad_up dpad_down dpad_left dpad_right")
+        ("a",), description="buttons and triggers the policy holds, one policy output each; [] sticks only (docs/config.md#pad)")
     tap_gap: int = Field(
-        0, ge=0, description="steps a button stays released after each press, however long the policy holds it "
-        "(a held button is sent as taps: pressed one step, released tap_gap steps). A game that acts on a fresh press "
-        "(Doom's USE opens a door on the press and shuts it on the next; most games' jump) then sees a new press every "
-        "tap_gap + 1 steps. 0 sends buttons as held. Triggers are pulled, never tapped")
+        0, ge=0, description="steps a held button is released after each press (sent as taps); 0: held (docs/config.md#pad)")
 
     @model_validator(mode="after")
     def _distinct_buttons(self) -> PadConfig:
@@ -169,8 +158,7 @@ class ControlConfig(_Section):
     hz: float = Field(30.0, gt=0, description="live control tick rate, ticks per second")
     watchdog_ticks: int = Field(3, ge=1, description="pad goes neutral when no fresh action arrives within this many ticks")
     countdown_s: float = Field(3.0, ge=0, description="seconds of countdown before live mode takes the pad")
-    stop_key: str = Field("f12", description="emergency-stop key in live mode (needs the hotkeys extra): a key name "
-                          "of pynput's Key (f1..f20, esc, pause, insert, scroll_lock, ...) or one character")
+    stop_key: str = Field("f12", description="emergency-stop key in live mode (hotkeys extra): a pynput Key name (f1..f20, esc, ...) or one character")
     pause_key: str = Field("f11", description="pause/resume key in live mode (needs the hotkeys extra), named as "
                            "stop_key and other than it")
     max_seconds: float = Field(0.0, ge=0, description="live run length in seconds; 0 runs until stopped")
@@ -256,19 +244,11 @@ class GameConfig(_Section):
     """The built-in game (ViZDoom)."""
 
     name: Literal["vizdoom", "synthetic", "gym"] = Field(
-        "vizdoom", description="built-in game engine. vizdoom: ViZDoom; synthetic: a cheap made-up room of coloured "
-        "floor cells, walked with the same sticks (tests and throughput benchmarks; no engine); gym: the Gymnasium "
-        "environment game.id (pip install -e '.[gym]'; docs/gym.md)")
-    scenario: str = Field("my_way_home", description="bundled ViZDoom scenario name, freedoom (a map as its authors made "
-                          "it, no rewards: use with game.wad and game.map), or a path to a .cfg file")
-    wad: str = Field("", description="WAD to play: freedoom1 or freedoom2 (shipped with ViZDoom) or a .wad path; a game "
-                     "WAD (IWAD) replaces the scenario's game and map WADs, a map WAD (PWAD) its map WAD; empty keeps the scenario's")
-    map: str = Field("", description="map inside the WAD, e.g. E1M1 or MAP01 (checked before the engine starts); empty "
-                     "keeps the scenario's, or with game.wad takes that WAD's first map")
-    args: tuple[str, ...] = Field((), description="extra engine arguments, only game rules: -nomonsters -fast -respawn "
-                                  "-deathmatch -altdeath, -skill N (1-5), +sv_cheats +sv_noautoaim +sv_nomonsters "
-                                  "+sv_fastmonsters +sv_infiniteammo with 0 or 1, e.g. [\"-nomonsters\"] (the map "
-                                  "without monsters); anything else is refused (docs/security.md)")
+        "vizdoom", description="built-in game: vizdoom (ViZDoom), synthetic (a made-up room, no engine) or gym (docs/gym.md)")
+    scenario: str = Field("my_way_home", description="bundled ViZDoom scenario, freedoom (a map as made, no rewards) or a .cfg path (docs/config.md#game)")
+    wad: str = Field("", description="WAD to play: freedoom1, freedoom2 or a .wad path; empty keeps the scenario's (docs/config.md#game)")
+    map: str = Field("", description="map inside the WAD, e.g. E1M1 or MAP01; empty keeps the scenario's, or the WAD's first")
+    args: tuple[str, ...] = Field((), description="extra engine arguments, game rules only, e.g. [\"-nomonsters\"]; others refused (docs/security.md)")
     episode_steps: int = Field(525, gt=0, description="agent steps per episode")
     frame_skip: int = Field(4, ge=1, description="engine tics per agent step")
     resolution: Literal["160x120", "320x240", "640x480"] = Field("160x120", description="engine render resolution")
@@ -281,18 +261,13 @@ class GameConfig(_Section):
     seed: int = Field(0, ge=0, le=MAX_SEED, description="engine seed (unset: run.seed)")
     id: str = Field("", description="game.name = gym: the registered Gymnasium id, e.g. ALE/MontezumaRevenge-v5 or "
                     "MiniGrid-MultiRoom-N4-S5-v0")
-    module: str = Field("", description="game.name = gym: module imported first, to register game.id (empty: ale_py for "
-                        "ALE/ ids, minigrid for MiniGrid- ids)")
+    module: str = Field("", description="game.name = gym: module imported first to register game.id (empty: ale_py or minigrid, by id)")
     kwargs: dict[str, Any] = Field({}, description="game.name = gym: keyword arguments of gymnasium.make, e.g. "
                                    "{frameskip = 4} (a table)")
     actions: dict[str, dict[str, float]] = Field(
-        {}, description="game.name = gym: the pad's inputs (camera_x camera_y walk_x walk_y, pad.buttons) for each "
-        "env action, e.g. {NOOP = {}, UP = {walk_y = 1}, FIRE = {a = 1}} (Discrete: names or indices; Box, "
-        "MultiBinary, MultiDiscrete: one weighted sum per dimension); empty: from the env's action meanings (docs/gym.md)")
-    position_key: str = Field("position", description="game.name = gym: the info key holding the player's position "
-                              "(2 or 3 numbers), for coverage only; ALE Montezuma's Revenge and MiniGrid are read directly")
-    cell: float = Field(0.0, ge=0, description="game.name = gym: coverage cell size in the position's units (0: the "
-                        "game's own: 1 for MiniGrid, 16 pixels for Montezuma's Revenge, 1 otherwise)")
+        {}, description="game.name = gym: the pad's inputs per env action; empty: from the env's action meanings (docs/gym.md)")
+    position_key: str = Field("position", description="game.name = gym: info key holding the player's position (2 or 3 numbers), for coverage")
+    cell: float = Field(0.0, ge=0, description="game.name = gym: coverage cell size, in the position's units; 0: the game's own (docs/gym.md)")
 
     @model_validator(mode="after")
     def _gym_id(self) -> GameConfig:
@@ -330,26 +305,17 @@ class RunConfig(_Section):
     """A run of ``explorer explore`` or ``explorer play``."""
 
     dir: str = Field("runs", description="parent folder of run directories")
-    steps: int = Field(50000, gt=0, description="agent steps for explore (the benchmark budget: about 16 min on 2 cores)")
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="the run's seed: Python's, numpy's and TensorFlow's generators, "
-                      "and every part whose own seed is unset: game.seed = run.seed, learner.seed = run.seed, "
-                      "novelty.seed = run.seed + 1")
+    steps: int = Field(50000, gt=0, description="agent steps for explore")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="the run's seed: Python, numpy, TensorFlow and each part whose seed is unset (docs/config.md#run)")
     agent: Literal["explorer", "random", "sticky", "sticky_prior"] = Field(
-        "explorer", description="explorer: the learning agent; random: uniform random sticks; sticky: random sticks held; "
-        "sticky_prior: random sticks held, moved by learner.action_prior and put on the learner's stick range (baselines)")
+        "explorer", description="explorer (the learning agent) or a baseline: random, sticky, sticky_prior (docs/config.md#run)")
     sticky_steps: int = Field(8, ge=1, description="steps each random action is held for agent=sticky")
     eager: bool = Field(False, description="run TensorFlow functions eagerly (debugging)")
     log_every: int = Field(500, ge=1, description="agent steps between metric lines and TensorBoard scalars")
     threads: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
-        (0, 0), description="TensorFlow's inter-op and intra-op thread pools, set before TensorFlow starts. Inter-op "
-        "0: TensorFlow's choice (one thread per core). Intra-op 0: one thread per op, so independent ops run side by "
-        "side: on 2 cores the learner's small convolutions made 1.17x the updates/s so against splitting each op over "
-        "both cores (docs/experiments.md); N splits each op over N threads (try the number of cores on a big machine). Explore and play; with "
-        "run.workers > 1 the learner keeps TensorFlow's choice and each worker run.worker_cpus")
-    workers: int = Field(1, ge=1, description="game instances feeding one learner (explore). 1: one process, as "
-                         "always; more: each game runs in a Ray actor of its own (pip install -e '.[ray]')")
-    address: str = Field("", description="run.workers > 1: the Ray cluster to join (the address ray start --head "
-                         "prints, or auto); empty: RAY_ADDRESS when it is set, else a local cluster started for the run")
+        (0, 0), description="TensorFlow inter-op and intra-op threads; 0: TensorFlow's choice, one per op (docs/config.md#run)")
+    workers: int = Field(1, ge=1, description="game instances feeding one learner (explore); above 1 each runs in a Ray actor (docs/scaling.md)")
+    address: str = Field("", description="run.workers > 1: Ray cluster to join (its address, or auto); empty: RAY_ADDRESS, else a local one")
     ship_steps: int = Field(128, ge=1, description="run.workers > 1: agent steps a worker collects before it ships them "
                             "to the learner as one batch (frames uint8)")
     worker_restarts: int = Field(5, ge=0, description="run.workers > 1: times a worker whose game or process died is "
@@ -362,41 +328,22 @@ class NoveltyConfig(_Section):
     """The intrinsic reward: how new a frame is."""
 
     signal: Literal["episodic", "rnd", "forward", "pixel", "oracle"] = Field(
-        "episodic", description="episodic: kNN distance to this episode's embeddings (Never Give Up); "
-        "rnd: error of a predictor against a fixed random net; forward: action-conditioned forward-model error; "
-        "pixel: mean abs pixel difference to recent frames (naive baseline); oracle: a diagnosis, never a "
-        "default: 1 for a step into a map cell the episode has not stood in, from the position the game reports "
-        "(built-in game only; the coverage figures' own measure)")
+        "episodic", description="episodic (kNN, Never Give Up), rnd, forward, pixel, or oracle (a diagnosis) (docs/config.md#novelty)")
     embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
-        "histogram", description="episodic embedding. histogram: fixed colour histogram of the frame (square roots of "
-        "the fractions of pixels in histogram_bins^channels colour bins), the same from every direction one looks "
-        "in a room with walls of its own colours; pooled: fixed random CNN averaged over image columns, so "
-        "turning in place (a horizontal image shift) changes it little; random: fixed random CNN, flattened; "
-        "inverse: CNN learned by inverse dynamics (predict the action from two frames); "
-        "temporal: CNN learned so that frames a few steps apart are close (reachability, contrastive)")
-    embed_dim: int = Field(64, gt=0, description="embedding width, features (random/inverse/temporal; pooled uses "
-                           "rows x filters, histogram histogram_bins^channels)")
-    histogram_bins: int = Field(6, ge=2, le=16, description="histogram: bins per colour channel (6 on colour frames: "
-                                "216 bins; grey frames get 6 grey levels, which tell places apart poorly)")
+        "histogram", description="episodic embedding: histogram, pooled, random, inverse or temporal (docs/config.md#novelty)")
+    embed_dim: int = Field(64, gt=0, description="embedding width, features (random, inverse, temporal)")
+    histogram_bins: int = Field(6, ge=2, le=16, description="histogram: bins per colour channel, 2-16 (6 on colour frames: 216 bins)")
     episodic_reward: Literal["distance", "new_place"] = Field(
-        "distance", description="episodic reward. distance: mean kNN distance to this episode's embeddings, divided by "
-        "its running mean (Never Give Up); new_place: 1 when the new embedding is farther from every place remembered "
-        "this episode than the running place_quantile of such distances, and it is then remembered as a place, "
-        "else 0 (Episodic Curiosity): standing still or turning in place earns nothing")
+        "distance", description="distance (kNN distance over its running mean) or new_place (1 per new place) (docs/config.md#novelty)")
     lifelong: Literal["none", "rnd"] = Field(
-        "none", description="episodic: a lifelong factor on the episodic reward (Never Give Up's product). "
-        "rnd: 1 + the standardised error of a predictor against a fixed random CNN on the new frame, trained on replay, "
-        "clipped to [1, lifelong_max]: places seen often over the whole run earn less, new ones up to lifelong_max "
-        "times more; none: the episodic reward alone")
+        "none", description="none, or rnd: a factor in [1, lifelong_max] on the episodic reward (docs/config.md#novelty)")
     lifelong_max: float = Field(5.0, ge=1.0, description="lifelong: largest factor on the episodic reward (L in Never Give Up)")
     lifelong_decay: float = Field(0.999, gt=0, lt=1, description="lifelong: decay of the running mean/variance that "
                                   "standardises the predictor's error, per agent step")
-    place_quantile: float = Field(0.5, gt=0, lt=1, description="new_place: quantile of recent nearest-place distances "
-                                  "a new embedding must exceed (higher: fewer, farther-apart places)")
+    place_quantile: float = Field(0.5, gt=0, lt=1, description="new_place: quantile of recent nearest-place distances a new place must exceed, 0-1")
     place_history: int = Field(2000, gt=0, description="new_place: recent nearest-place distances the quantile is taken over, agent steps")
     knn: int = Field(3, gt=0, description="neighbours averaged by the episodic kNN distance")
-    exclude_recent: int = Field(25, ge=0, description="newest episode embeddings ignored by the kNN, agent steps "
-                                "(novelty then means far from what was seen before, not from a moment ago)")
+    exclude_recent: int = Field(25, ge=0, description="newest embeddings of the episode the kNN ignores, agent steps")
     episode_capacity: int = Field(1024, gt=1, description="embeddings kept per episode, agent steps (older are overwritten)")
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
     oracle_cell: float = Field(64.0, gt=0, description="oracle: side of a map cell, map units (64: the coverage figures' cells)")
@@ -415,97 +362,54 @@ class LearnerConfig(_Section):
     algo: Literal["sac", "td3"] = Field("sac", description="sac: squashed Gaussian with learned entropy weight; td3: deterministic actor plus noise")
     gamma: float = Field(0.97, gt=0, lt=1, description="discount per agent step")
     n_step: int = Field(5, ge=1, description="decisions of novelty summed before bootstrapping (n-step TD)")
-    action_repeat: int = Field(1, ge=1, description="agent steps each of the actor's decisions is held for; a replayed "
-                               "transition is one decision, its novelty summed (discounted) over its steps")
+    action_repeat: int = Field(1, ge=1, description="agent steps each decision of the actor is held for; a replayed transition is one decision")
     batch_size: int = Field(32, gt=0, description="transitions per update")
-    update_every: int = Field(1, ge=1, description="agent steps between updates: the update-to-data ratio is "
-                              "1/update_every (run.workers > 1: per agent step the learner has taken in)")
+    update_every: int = Field(1, ge=1, description="agent steps between updates (update-to-data ratio 1/update_every)")
     warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
     replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
     actor_lr: float = Field(3e-4, gt=0, description="actor Adam step size")
     critic_lr: float = Field(3e-4, gt=0, description="critic Adam step size")
     alpha_lr: float = Field(3e-4, gt=0, description="SAC entropy-weight Adam step size")
     init_alpha: float = Field(0.1, gt=0, description="SAC initial entropy weight")
-    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the 4 stick axes (each axis has its own weight aiming at a quarter; each "
-                                  "button of pad.buttons has one too, aiming at a quarter as well), "
-                                  "measured on the squashed outputs in [-1, 1], before the stick range (action_low/high) scales them")
+    target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the stick axes and buttons (docs/config.md#learner)")
     tau: float = Field(0.01, gt=0, le=1, description="target network Polyak rate per update")
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")
     hidden: int = Field(256, gt=0, description="width of critic and actor heads")
     feature: int = Field(128, gt=0, description="encoder output width")
     filters: tuple[Annotated[int, Field(gt=0)], ...] = Field(
         (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
-    augment: int = Field(0, ge=0, description="random-shift augmentation of replayed observations for the critics, "
-                         "pixels: each picture is padded by this much and cropped back at a random offset (DrQ); 0: off")
-    shared_encoder: bool = Field(True, description="the actor reads the critic's encoder features, held fixed in the actor "
-                                 "loss (DrQ, SAC-AE), instead of a CNN of its own trained through the critic's gradient: "
-                                 "an update runs two encoder passes forward and one backward instead of four and two "
-                                 "(1.4x the updates/s on 2 cores, docs/experiments.md)")
+    augment: int = Field(0, ge=0, description="random-shift augmentation of replayed pictures for the critics (DrQ), pixels; 0: off")
+    shared_encoder: bool = Field(True, description="the actor reads the critic's encoder features instead of a CNN of its own (docs/config.md#learner)")
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
-    view_strips: int = Field(0, ge=0, le=64, description="split the view into this many vertical strips and feed the "
-                             "policy and critics how rare each strip's colours are in the episode so far (a memory of the "
-                             "episode that says which way lies what it has not shown; needs learner.context); 0: off")
-    plan_candidates: int = Field(0, ge=0, le=256, description="per decision after the warm-up, draw this many "
-                                 "random actions as sticky_prior draws them, add the policy's own, predict for each the "
-                                 "novelty embedding of the frame one decision on (a model on the critic's encoder, "
-                                 "trained with it) and send the one whose prediction lies farthest from this "
-                                 "episode's memory (the episodic novelty's kNN distance); needs novelty.signal = "
-                                 "episodic and learner.shared_encoder; 0: send the policy's action")
+    view_strips: int = Field(0, ge=0, le=64, description="vertical strips of the view whose colour rarity feeds the context, 0-64; 0: off (docs/config.md#learner)")
+    plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learner)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
-    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis, never a default: feed the policy and critics "
-                            "which map cells of an N x N grid around the player, turned with its heading, the episode "
-                            "has stood in, from the position the game reports (built-in game only; needs "
-                            "learner.context; odd N); 0: off")
+    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis: N x N grid of visited map cells fed to the context, odd N; 0: off (docs/config.md#learner)")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
-    random_options: float = Field(0.0, ge=0, le=1, description="after the warm-up, chance per decision that the actor "
-                                  "starts a random option instead of asking the policy: sticks drawn as the warm-up "
-                                  "and sticky_prior draw them (uniform, moved by action_prior, on the stick range; each "
-                                  "button pressed half the time), held for option_steps decisions (temporally extended "
-                                  "exploration, as in ez-greedy); 0: the policy always decides")
+    random_options: float = Field(0.0, ge=0, le=1, description="chance per decision of a random option held option_steps decisions, 0-1 (docs/config.md#learner)")
     option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
                               "residual's proposal (residual)")
-    residual: float = Field(0.0, ge=0, le=2, description="learning as a correction of its prior: every option_steps "
-                            "decisions the context draws a proposal as sticky_prior draws its sticks and buttons, and "
-                            "the actor sends the proposal plus this many times its squashed output (on the stick "
-                            "range), so an untrained policy plays like sticky_prior; needs learner.context; 0: the "
-                            "actor's output is the action")
+    residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learner)")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")
     preact_penalty: float = Field(1e-3, ge=0, description="penalty on squared pre-tanh actor means (keeps sticks off saturation)")
     action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
-        (0.0, 0.0, 0.0, 0.8), description="stick values (camera x, camera y, walk x, walk y) the policy and the warm-up "
-        "sticks are centred on before learning moves them: the actor's pre-tanh mean is atanh(prior rescaled from "
-        "[action_low, action_high] to [-1, 1]) + its output, so each value must lie strictly inside that range; "
-        "the default walks mostly forward (+ walk y, after invert_walk_y), towards what the camera shows; the centre of the range has no effect ([0, 0, 0, 0] on the whole pad)")
+        (0.0, 0.0, 0.0, 0.8), description="stick values (camera x/y, walk x/y) the policy is centred on, inside the range (docs/config.md#learner)")
     action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
-        (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy can send on each axis (camera x, camera y, "
-        "walk x, walk y): its squashed output [-1, 1] is mapped linearly onto [action_low, action_high]; the default "
-        "always walks forward (walk y in [0.6, 1], centred on the prior) and turns at most half as fast as the stick "
-        "allows; [-1, -1, -1, -1] with action_high [1, 1, 1, 1] gives the policy the whole pad")
+        (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy sends per axis (camera x/y, walk x/y) (docs/config.md#learner)")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
-    xla: bool = Field(False, description="compile the whole update (critics, actor, entropy weight, targets) as one "
-                      "XLA cluster, when the learner is built (learner.eager wins); a NaN/Inf loss stops training with "
-                      "the same error. Off: on 2 CPU cores an update took 1.4x (quiet machine) to 2.5x (loaded) as long, "
-                      "XLA's CPU convolutions being slower than oneDNN's (docs/experiments.md)")
-    overlap: bool = Field(False, description="explore: train on a thread of its own, one update per agent step as "
-                          "inline, while the actor takes its next step (the actor acts with weights one update older; "
-                          "repeatable); false alternates acting and learning on one thread, as the measured figures did")
+    xla: bool = Field(False, description="compile the whole update as one XLA cluster; off by default (docs/config.md#learner)")
+    overlap: bool = Field(False, description="explore: train on a thread of its own while the actor takes its next step (docs/config.md#learner)")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
     publish_every: int = Field(10, ge=1, description="live mode and run.workers > 1: updates between weight snapshots "
                                "handed to the acting policies")
-    lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps of data the learner may fall behind "
-                           "learner.update_every before the workers wait for it (keeps the updates per step at the "
-                           "setting); 0: the workers never wait, and the learner trains what it can")
-    between_ticks: bool = Field(True, description="live mode: the learner starts an update only while the control loop "
-                                "waits for its next tick, and only if most of the update fits in what is left of the wait (or "
-                                "it is the first in it), so training does not delay actions (test bed, 2 cores: p99 "
-                                "capture->pad 25 ms against 44 ms, with more updates/s); false trains as fast as the CPU "
-                                "allows, beside each tick's work")
+    lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps the learner may fall behind before the workers wait; 0: never")
+    between_ticks: bool = Field(True, description="live mode: updates start only in the control loop's wait for a tick (docs/config.md#learner)")
     max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
 
     @model_validator(mode="after")
