@@ -39,9 +39,9 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
       on_report: ``run.workers > 1``: called with each worker's :class:`~explorer.run.workers.Report`
         as it arrives (tools, tests).
     """
+    check_memory(config)  # the learner's buffers fit in the memory free, before anything is started
     from explorer.run.builder import configure_threads, seed_everything
 
-    check_memory(config)  # the learner's buffers fit in the memory free, before anything is started
     if config.run.workers > 1:
         require_ray(config.run.workers)
     configure_threads(config.run.threads)

@@ -45,13 +45,13 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
       actor: an actor to use instead of the learning agent (tests, benchmarks).
       screen: a screen to capture instead of the configured one (tests).
     """
+    check_memory(config)  # the learner's buffers fit in the memory free, before the pad is taken
     from explorer.envs.live.capture import make_screen
     from explorer.envs.live.desktop import focus_check
     from explorer.envs.live.env import LiveEnv
     from explorer.envs.live.pad import make_pad
     from explorer.run.builder import build_agent, configure_threads, seed_everything
 
-    check_memory(config)  # the learner's buffers fit in the memory free, before the pad is taken
     if resume is not None:  # the trained policy acts with the settings it learned with, or not at all
         from explorer.run.resume import refuse_policy_changes, run_settings
         refuse_policy_changes(resume, run_settings(resume), config)
