@@ -136,3 +136,31 @@ class Coverage:
         if not self.per_episode:
             return float("nan")
         return float(np.mean(self.per_episode[-last:]))
+
+
+def finish_episode(coverage: Coverage) -> int:
+    """End a run's unfinished last episode: its cells count in the picture, not in the per-episode figures
+    (:func:`coverage_summary`); returns them (0: no episode was under way)."""
+    if not coverage.episode_cells:
+        return 0
+    cells = coverage.end_episode()
+    coverage.per_episode.pop()
+    return cells
+
+
+def coverage_summary(coverage: Coverage, unfinished: tuple[str, int], per_episode: list[int] | None = None) -> dict[str, Any]:
+    """A run summary's coverage figures: cells of each finished episode (``per_episode``, by default
+    ``coverage``'s), then the ``unfinished`` episodes' cells under their key, the mean of the last 20
+    episodes (NaN before any), the distinct cells and rooms, and what the cells are.
+
+    Args:
+      coverage: what the run visited (all its workers' :meth:`Coverage.union`, for many).
+      unfinished: ``(key, cells)`` of the episodes under way when the run ended (:func:`finish_episode`).
+      per_episode: cells of each finished episode, in the order they ended.
+    """
+    episodes = coverage.per_episode if per_episode is None else per_episode
+    key, cells = unfinished
+    return {"cells_per_episode": episodes, key: cells,
+            "cells_per_episode_last20": float(np.mean(episodes[-20:])) if episodes else float("nan"),
+            "distinct_cells": len(coverage.all_cells), "cells": coverage.label,
+            "distinct_rooms": len(coverage.rooms()) or None}

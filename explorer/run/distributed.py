@@ -41,16 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 
 from explorer.agent.schedule import UpdateSchedule
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
-from explorer.run.coverage import MAP_CELLS, Coverage
+from explorer.run.assembly import Assembly, continue_run, progress_bar
+from explorer.run.coverage import MAP_CELLS, Coverage, coverage_summary, finish_episode
 from explorer.run.driver import Controls
 from explorer.run.rundir import RunDir
-from explorer.run.safety import Kept, SignalStop
+from explorer.run.safety import SignalStop
 from explorer.run.workers import LearnerService, Report, Worker
 
 
@@ -409,8 +409,6 @@ class Coordinator:
     def __init__(self, config: Config, run: RunDir, workers: list[Any], learner: Any, status: dict[str, Any],
                  on_report: Callable[[Report], None] | None = None, progress: bool = True,
                  signals: SignalStop | None = None):
-        from tqdm import tqdm
-
         self.config = config
         self.signals = signals
         self.controls = signals.controls if signals is not None else Controls()
@@ -440,7 +438,7 @@ class Coordinator:
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
         self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
-        self.bar = tqdm(total=config.run.steps, initial=self.start, disable=not progress, unit="step", dynamic_ncols=True)
+        self.bar = progress_bar(config.run.steps, progress, initial=self.start)
 
     def _next_multiple(self, every: int) -> int:
         return (self.start // every + 1) * every
@@ -711,29 +709,27 @@ def _wait_quietly(refs: list[Any], timeout: float) -> None:
                 ray.get(ref)
 
 
-def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str | Path | None,
-                    on_report: Callable[[Report], None] | None = None, signals: SignalStop | None = None,
-                    kept: Kept | None = None) -> dict[str, Any]:
+def explore_workers(a: Assembly, progress: bool, run_path: str | Path | None,
+                    on_report: Callable[[Report], None] | None = None) -> dict[str, Any]:
     """``explore`` with ``run.workers`` game instances on a Ray cluster; returns the run summary.
 
     Args:
-      config: the merged config (``run.workers > 1``).
-      run: the run directory, open (a resume: reopened, its config not yet committed).
+      a: the run's assembly (:class:`~explorer.run.assembly.Assembly`), its run directory open (a resume:
+        reopened, its config not yet committed); a stop its signals ask for ends the run with a checkpoint,
+        and the summary's ``stopped_by`` names it.
       progress: show a progress bar.
       run_path: the run directory to resume, or None.
       on_report: called with each worker's report as it arrives.
-      signals: the run's stop signals (:func:`~explorer.run.safety.stop_on_signals`); a stop they ask
-        for ends the run with a checkpoint, and the summary's ``stopped_by`` names it.
-      kept: filled in with the run's checkpoint folder, to say what the run kept.
     """
     from explorer.run.explore import game_title
     from explorer.run.plots import plot_workers
 
+    config, run, signals, kept = a.config, a.run, a.signals, a.kept
+    assert run is not None
     if config.game.name == "gym":  # a game that cannot be made says so in seconds, not once a cluster is up
         from explorer.envs.gym.env import make
         make(config.game).close()
-    kept = kept if kept is not None else Kept(run_dir=run.path)
-    kept.checkpoints = run.path / "checkpoints"
+    kept.checkpoints = run.path / "checkpoints"  # the learner's, wherever it runs
     with ExitStack() as stack:
         cluster = Cluster(config)
         stack.callback(cluster.close)
@@ -743,13 +739,8 @@ def explore_workers(config: Config, run: RunDir, progress: bool, run_path: str |
             status = ray.get(learner.status.remote())
         except ray.exceptions.RayError as err:
             raise ExplorerError(_one_line(err)) from None
-        start = int(status["start"])
         if run_path is not None:
-            if start >= config.run.steps:
-                raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
-                                    f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
-            run.commit_config(config)
-            print(f"resumed {run.path} at step {start}", file=sys.stderr)
+            continue_run(run, run_path, int(status["start"]), config, commit=True)
         coordinator = Coordinator(config, run, workers, learner, status, on_report, progress, signals)
         kept.started = True
         try:
@@ -778,15 +769,13 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     partials = 0
     for s in c.slots:
         cov = s.coverage
-        partial = 0
-        if cov.episode_cells:
-            partial = cov.end_episode()  # the unfinished last episode counts in the picture, not in the means
-            cov.per_episode.pop()
+        partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in the means
         partials += partial
+        figures = coverage_summary(cov, ("cells_in_unfinished_episode", partial))
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
-                        "cells_per_episode": cov.per_episode, "cells_per_episode_last20": cov.recent_mean(20),
-                        "distinct_cells": len(cov.all_cells), "distinct_rooms": len(cov.rooms()) or None,
+                        **{k: figures[k] for k in ("cells_per_episode", "cells_per_episode_last20", "distinct_cells",
+                                                   "distinct_rooms")},
                         "restarts": s.restarts, "lost_batches": s.lost_batches,
                         "lost_steps": s.lost_steps, "incarnations": s.incarnations,
                         "weights_versions": [min(s.versions), max(s.versions)] if s.versions else [],
@@ -797,9 +786,7 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     return {
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-        "cells_per_episode": c.episode_cells, "cells_in_unfinished_episodes": partials,
-        "cells_per_episode_last20": float(np.mean(c.episode_cells[-20:])) if c.episode_cells else float("nan"),
-        "distinct_cells": len(union.all_cells), "cells": union.label, "distinct_rooms": len(union.rooms()) or None,
+        **coverage_summary(union, ("cells_in_unfinished_episodes", partials), per_episode=c.episode_cells),
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),

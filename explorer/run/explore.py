@@ -7,9 +7,7 @@ record and checkpoint. The summary goes to ``<run>/summary.json``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,11 @@ from explorer.agent.threaded import LockstepLearner
 from explorer.agent.trainer import InlineTrainer, Trainer
 from explorer.config import Config
 from explorer.core import Actor, ExplorerError
-from explorer.run.driver import Controls, Driver, NonFiniteAction, Transition
-from explorer.run.observers import Coverage, MetricsLog, Training, open_recorder
+from explorer.run.assembly import Assembly, continue_run
+from explorer.run.coverage import coverage_summary, finish_episode
+from explorer.run.driver import Driver
+from explorer.run.observers import Coverage, MetricsLog, Training
 from explorer.run.rundir import RunDir
-from explorer.run.safety import Kept, SignalStop, stop_on_signals
 
 
 def explore(config: Config, progress: bool = True, run_path: str | Path | None = None,
@@ -40,22 +39,14 @@ def explore(config: Config, progress: bool = True, run_path: str | Path | None =
         as it arrives (tools, tests).
     """
     check_memory(config)  # the learner's buffers fit in the memory free, before anything is started
-    from explorer.run.builder import configure_threads, seed_everything
-
     if config.run.workers > 1:
         require_ray(config.run.workers)
-    configure_threads(config.run.threads)
-    seed_everything(config.run.seed, eager=config.run.eager)
-    controls, kept = Controls(), Kept()
-    with stop_on_signals(controls, kept) as signals:  # Ctrl-C and SIGTERM end the run at a step, keeping what it did
-        # A resume changes nothing in the run until its first step (then its config is committed).
-        run = RunDir.reopen(run_path) if run_path is not None else RunDir(config.run.dir, "explore", config)
-        kept.run_dir = run.path
-        with kept.on_error("continue with: explorer explore --resume {run_dir}"), run:  # errors say what was kept
-            if config.run.workers > 1:
-                from explorer.run.distributed import explore_workers
-                return explore_workers(config, run, progress, run_path, on_report, signals, kept)
-            return _explore(config, run, progress, run_path, actor, signals, kept)
+    with Assembly(config, "explore", resume="continue with: explorer explore --resume {run_dir}") as a:
+        run = a.open_run(reopen=run_path)  # a resume changes nothing in the run until its first step
+        if config.run.workers > 1:
+            from explorer.run.distributed import explore_workers
+            return explore_workers(a, progress, run_path, on_report)
+        return _explore(a, run, progress, run_path, actor)
 
 
 def require_ray(workers: int) -> None:
@@ -67,107 +58,44 @@ def require_ray(workers: int) -> None:
                             f"pip install -e '.[ray]' (or pip install 'ray>=2.10'), or use run.workers = 1") from None
 
 
-def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None,
-             signals: SignalStop, kept: Kept) -> dict[str, Any]:
-    from tqdm import tqdm
-
+def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | None, actor: Actor | None) -> dict[str, Any]:
     from explorer.envs import make_env
-    from explorer.run.builder import build_agent, build_baseline
+    from explorer.run.builder import build_baseline
     from explorer.run.plots import plot_trajectory
 
+    config = a.config
     if run_path is not None and (actor is not None or config.run.agent != "explorer"):
         raise ExplorerError(f"--resume {run_path}: run.agent = {config.run.agent!r} keeps no checkpoint; "
                             "resume runs of the learning agent (run.agent = explorer). Nothing was changed")
-    with ExitStack() as stack:
+    with a.loop() as stack:
         env = make_env(config)
         stack.callback(env.close)
         agent = None
-        if actor is None:
-            if config.run.agent == "explorer":
-                agent = build_agent(config, env.frame_shape, acting_copy=config.learner.overlap)
-                actor = agent.actor
-            else:
-                actor = build_baseline(config)
-        checkpointer = agent.checkpointer(run.path / "checkpoints") if agent is not None else None
-        if checkpointer is not None:
-            kept.checkpoints = checkpointer.directory
-        start = 0
+        if actor is None and config.run.agent == "explorer":
+            agent = a.learning_agent(env.frame_shape, acting_copy=config.learner.overlap, restore=run_path)
+            actor = agent.actor
+        elif actor is None:
+            actor = build_baseline(config)
+        start = a.start
         if run_path is not None:
-            assert agent is not None and checkpointer is not None  # checked above
-            checkpointer.restore()
-            agent.actor.new_episode = True  # whatever the game is doing now, it is not where the run stopped
-            agent.actor.set_weights(agent.learner.get_weights())
-            start = agent.actor.steps
-            if start >= config.run.steps:
-                raise ExplorerError(f"--resume {run_path}: the run has done {start} steps already and run.steps = "
-                                    f"{config.run.steps}; ask for more with --steps (more than {start}). Nothing was changed")
-            print(f"resumed {run.path} at step {start}", file=sys.stderr)
-
-        driver = Driver(env, actor, signals.controls)
-        done = [start]  # agent steps so far, over all resumptions
-
-        def count(t: Transition) -> None:
-            if run_path is not None and done[0] == start:
-                run.commit_config(config)  # the resume goes on: its settings become the run's
-            done[0] = start + t.index
-
-        driver.on_step(count)
-        lockstep = None
-        if agent is not None:
-            schedule = UpdateSchedule.from_config(config.learner)
-            trainer: Trainer = InlineTrainer(agent.learner, schedule)
-            if config.learner.overlap:
-                trainer = lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config), schedule)
-                stack.callback(lockstep.stop)
-            acting = agent.actor
-            Training(trainer.start(), lambda: acting.steps).attach(driver)
-        if checkpointer is not None:
-            every = config.learner.checkpoint_every
-
-            def save(t: Transition) -> None:
-                if every and done[0] % every == 0:
-                    if lockstep is not None:
-                        lockstep.drain()  # the checkpoint holds settled weights
-                    with signals.held():
-                        checkpointer.save(done[0])
-
-            driver.on_step(save)
+            continue_run(run, run_path, start, config)
+        driver = Driver(env, actor, a.controls)
+        done = a.count_steps(driver)
+        lockstep = _train(a, driver, agent, done) if agent is not None else None
         coverage = Coverage(lambda s: s.info["position"], cell=env.cell)
         coverage.attach(driver)
-        bar = tqdm(total=config.run.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
-        stack.callback(bar.close)
-        MetricsLog(run, config.run.log_every, lambda: done[0], coverage,
+        MetricsLog(run, config.run.log_every, done, coverage,
                    episode_info=lambda: {"outcome": env.outcome}, buttons=config.pad.buttons).attach(driver)
-        driver.on_step(lambda t: bar.update(1))
+        bar = a.progress(driver, config.run.steps, progress, initial=start)
         driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
                                                     last20=f"{coverage.coverage.recent_mean():.1f}"))
-        recorder = open_recorder(config, run.path, source="game", name=f"{run.path.name}-from-{start}" if start else None,
-                                 decisions=(lambda: agent.actor.started) if agent is not None else None)
-        if recorder is not None:
-            kept.session = recorder.path
-            stack.callback(recorder.close)
-            recorder.attach(driver)
-
-        def final_checkpoint(kind: Any, err: BaseException | None, tb: Any) -> None:
-            # on every way out, Ctrl-C included; not again after a failed one, and not of weights that
-            # produced non-finite sticks (the checkpoint before them stays the newest)
-            if lockstep is not None and lockstep.error is None and not isinstance(err, NonFiniteAction):
-                lockstep.drain()
-            if (checkpointer is not None and done[0] > start and not checkpointer.failed
-                    and not isinstance(err, NonFiniteAction)):
-                with signals.held():
-                    checkpointer.save(done[0])
-
-        stack.push(final_checkpoint)  # runs before the env closes and the run directory is released
-        kept.started = True
-        stats = driver.run(max_steps=max(config.run.steps - start, 0))
+        recorder = a.record(driver, "game", name=f"{run.path.name}-from-{start}" if start else None)
+        if agent is not None:  # on every way out, before the env closes
+            a.checkpoint_on_exit(done, since=start, settle=lambda: _settle(lockstep))
+        stats = a.go(driver, max_steps=max(config.run.steps - start, 0))
 
     cov = coverage.coverage
-    if cov.episode_cells:
-        cov.end_episode()  # the unfinished last episode counts in the picture, not in last-20 means below
-        partial = cov.per_episode.pop()
-    else:
-        partial = 0
+    partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in last-20 means below
     # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
     written = stats.steps > 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
@@ -176,19 +104,40 @@ def _explore(config: Config, run: RunDir, progress: bool, run_path: str | Path |
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
-        "cells_per_episode": cov.per_episode, "cells_in_unfinished_episode": partial,
-        "cells_per_episode_last20": cov.recent_mean(20), "distinct_cells": len(cov.all_cells), "cells": cov.label,
-        "distinct_rooms": len(cov.rooms()) or None,
+        **coverage_summary(cov, unfinished=("cells_in_unfinished_episode", partial)),
         "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
-        "checkpoint": checkpointer.latest if checkpointer is not None else None,
+        "checkpoint": a.checkpointer.latest if a.checkpointer is not None else None,
         "updates": int(agent.learner.updates.numpy()) if agent is not None else 0,
         "stopped_by": stats.stopped_by,
-        "kept": str(kept) if written else f"{run.path} is as it was" if run_path is not None else "nothing was kept",
+        "kept": str(a.kept) if written else f"{run.path} is as it was" if run_path is not None else "nothing was kept",
     }
     if written:
         run.write_summary(summary)
     return summary
+
+
+def _train(a: Assembly, driver: Driver, agent: Any, done: Callable[[], int]) -> LockstepLearner | None:
+    """The inline learner (or, with ``learner.overlap``, the lockstep one, returned) on its schedule, and
+    the periodic checkpoints of settled weights."""
+    config = a.config
+    schedule = UpdateSchedule.from_config(config.learner)
+    trainer: Trainer = InlineTrainer(agent.learner, schedule)
+    lockstep = None
+    if config.learner.overlap:
+        trainer = lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config), schedule)
+        a.stack.callback(lockstep.stop)
+    acting = agent.actor
+    Training(trainer.start(), lambda: acting.steps).attach(driver)
+    a.checkpoint_every(driver, config.learner.checkpoint_every, done,
+                       settle=lockstep.drain if lockstep is not None else None)  # the checkpoint holds settled weights
+    return lockstep
+
+
+def _settle(lockstep: LockstepLearner | None) -> None:
+    """The last checkpoint holds settled weights (not after the lockstep learner failed)."""
+    if lockstep is not None and lockstep.error is None:
+        lockstep.drain()
 
 
 def adds_per_step(config: Config) -> tuple[int, int]:

@@ -32,10 +32,11 @@ from explorer.envs.sessions.env import SessionEnv
 from explorer.envs.sessions.format import SessionError
 from explorer.envs.sessions.reader import Session, check_buttons, open_sessions
 from explorer.files import atomic_save, atomic_write, json_text
+from explorer.run.assembly import Assembly
 from explorer.run.driver import Controls, Driver, Transition
 from explorer.run.observers import Training
 from explorer.run.plots import plot_actions, plot_history, plot_novelty
-from explorer.run.safety import Kept, SignalStop, signal_number, stop_on_signals
+from explorer.run.safety import Kept, signal_number, stop_on_signals
 
 
 def _needs_actions(sessions: Sequence[Session]) -> None:
@@ -90,8 +91,6 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
       SessionError: a session is damaged; what was trained before the damage is checkpointed first,
         and the message names the checkpoint.
     """
-    from explorer.run.builder import build_agent
-
     check_memory(config)  # the learner's buffers fit in the memory free, before anything is read
     sessions = open_sessions(sessions)
     _needs_actions(sessions)
@@ -100,81 +99,97 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
     check_replay(frames, config.observation.stack, config.learner)  # the frames come from the sessions
     run_path = Path(run_path)
     run_path.mkdir(parents=True, exist_ok=True)
-    kept = Kept(run_dir=run_path, checkpoints=run_path / "checkpoints")
-    with stop_on_signals(Controls(), kept) as signals:  # Ctrl-C and SIGTERM stop at a transition, keeping what it learned
-        return _replay_train(config, sessions, run_path, epochs, max_steps, checkpoint_every, progress, log,
-                             agent or build_agent(config, frames), signals, kept)
+    # the command seeds once for replay and evaluation; run.threads is explore's and play's
+    with Assembly(config, "replay", setup=False) as a:  # Ctrl-C and SIGTERM stop at a transition, keeping what it learned
+        a.use_run_path(run_path)
+        a.learning_agent(frames, agent=agent)
+        return _replay_train(a, sessions, run_path, epochs, max_steps, checkpoint_every, progress, log)
 
 
-def _replay_train(config: Config, sessions: list[Session], run_path: Path, epochs: int, max_steps: int | None,
-                  checkpoint_every: int, progress: bool, log: Callable[[dict[str, Any]], None] | None, agent: Any,
-                  signals: SignalStop, kept: Kept) -> dict[str, Any]:
+class _Replayed:
+    """What a replay has trained so far: transitions, updates and the logged metrics' windows and history."""
+
+    def __init__(self, log_every: int, log: Callable[[dict[str, Any]], None] | None):
+        self.steps = self.updates = 0
+        self.log_every = log_every
+        self.log = log
+        self.history: dict[str, list[tuple[int, float]]] = {}
+        self.window: dict[str, list[float]] = {}
+
+    def on_step(self, t: Transition) -> None:
+        self.steps += 1
+        self.updates += "critic_loss" in t.metrics
+        for k, v in t.metrics.items():
+            self.window.setdefault(k, []).append(float(v))
+        if self.steps % self.log_every == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        """Log the window's means (to TensorBoard, the history and ``log``)."""
+        record = _flush_metrics(self.window, self.history, self.steps)
+        if self.log is not None:
+            self.log(record)
+
+
+def _replay_train(a: Assembly, sessions: list[Session], run_path: Path, epochs: int, max_steps: int | None,
+                  checkpoint_every: int, progress: bool, log: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
     import tensorflow as tf
-    from tqdm import tqdm
 
-    checkpointer = agent.checkpointer(run_path / "checkpoints")
+    config, agent, checkpointer = a.config, a.agent, a.checkpointer
     trainer = Training(InlineTrainer(agent.learner, UpdateSchedule.from_config(config.learner)), lambda: agent.actor.steps)
     writer = tf.summary.create_file_writer(str(run_path / "tb"))
-    total = sum(s.steps for s in sessions) * epochs
-    bar = tqdm(total=max_steps or total, disable=not progress, unit="step", dynamic_ncols=True)
-    history: dict[str, list[tuple[int, float]]] = {}
-    window: dict[str, list[float]] = {}
-    counts = {"steps": 0, "updates": 0}
-    log_every = config.run.log_every
+    bar = a.progress(None, max_steps or sum(s.steps for s in sessions) * epochs, progress)
+    done = _Replayed(config.run.log_every, log)
     t0 = time.monotonic()
 
-    def on_step(t: Transition) -> None:
-        counts["steps"] += 1
-        counts["updates"] += "critic_loss" in t.metrics
-        for k, v in t.metrics.items():
-            window.setdefault(k, []).append(float(v))
-        if counts["steps"] % log_every == 0:
-            record = _flush_metrics(window, history, counts["steps"])
-            if log is not None:
-                log(record)
-        if checkpoint_every and counts["steps"] % checkpoint_every == 0:
-            with signals.held():
-                checkpointer.save(counts["steps"])
-        bar.update(1)
+    def driver() -> Driver:
+        env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
+        d = Driver(env, _RecordedSteps(agent.actor), a.controls)
+        trainer.attach(d)
+        d.on_step(done.on_step)
+        a.checkpoint_every(d, checkpoint_every, lambda: done.steps)
+        d.on_step(lambda t: bar.update(1))
+        return d
 
     stopped_by, damaged = "end of data", None
     with writer.as_default():
         try:
-            for _ in range(epochs):
-                left = None if max_steps is None else max_steps - counts["steps"]
-                if left is not None and left <= 0:
-                    stopped_by = "steps"
-                    break
-                env = SessionEnv(sessions, config.observation.stack, config.ring.capacity, config.pad.buttons)
-                driver = Driver(env, _RecordedSteps(agent.actor), signals.controls)
-                trainer.attach(driver)
-                driver.on_step(on_step)
-                stopped_by = driver.run(max_steps=left).stopped_by
-                if stopped_by not in ("end of data", "steps"):
-                    break  # a signal
+            stopped_by = _epochs(driver, epochs, max_steps, done)
         except SessionError as err:  # a damaged chunk: what was trained before it is kept below
             damaged = err
         finally:
             bar.close()
-            if window:
-                record = _flush_metrics(window, history, counts["steps"])
-                if log is not None:
-                    log(record)
+            if done.window:
+                done.flush()
             writer.close()
-    step = counts["steps"]
+    step = done.steps
     if step and not (checkpoint_every and step % checkpoint_every == 0) and not checkpointer.failed:
-        with signals.held():
+        with a.signals.held():
             checkpointer.save(step)
     if damaged is not None:
-        trained = f"the {step} transitions before it were trained; {kept}" if step else "nothing was trained"
+        trained = f"the {step} transitions before it were trained; {a.kept}" if step else "nothing was trained"
         raise SessionError(f"{damaged}; replay stopped there: {trained}") from None
     if step == 0 and stopped_by == "end of data":
         raise SessionError(f"no transitions in {', '.join(str(s.path) for s in sessions)}")
-    plot = plot_history(history, run_path / "training.png", f"replay of {len(sessions)} session(s), {step} transitions")
-    return {"transitions": step, "updates": counts["updates"],
+    plot = plot_history(done.history, run_path / "training.png",
+                        f"replay of {len(sessions)} session(s), {step} transitions")
+    return {"transitions": step, "updates": done.updates,
             "seconds": round(time.monotonic() - t0, 2), "checkpoint": checkpointer.latest, "plot": str(plot),
-            "tensorboard": str(run_path / "tb"), "final_metrics": {k: v[-1][1] for k, v in history.items()},
-            "stopped_by": stopped_by, "kept": str(kept)}
+            "tensorboard": str(run_path / "tb"), "final_metrics": {k: v[-1][1] for k, v in done.history.items()},
+            "stopped_by": stopped_by, "kept": str(a.kept)}
+
+
+def _epochs(driver: Callable[[], Driver], epochs: int, max_steps: int | None, done: _Replayed) -> str:
+    """Run ``epochs`` passes over the sessions (a new driver each) up to ``max_steps``; returns what stopped it."""
+    stopped_by = "end of data"
+    for _ in range(epochs):
+        left = None if max_steps is None else max_steps - done.steps
+        if left is not None and left <= 0:
+            return "steps"
+        stopped_by = driver().run(max_steps=left).stopped_by
+        if stopped_by not in ("end of data", "steps"):
+            break  # a signal
+    return stopped_by
 
 
 def _flush_metrics(window: dict[str, list[float]], history: dict[str, list[tuple[int, float]]], step: int) -> dict[str, Any]:
