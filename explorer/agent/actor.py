@@ -5,9 +5,8 @@ time-correlated noise, warm-up sticks, action repeat, the stick range and the
 context input; it scores the novelty of what followed each action and hands the
 step to its adder (when it has one). It never trains: weights arrive through
 :meth:`LearningActor.set_weights` (or it shares the learner's model in one
-process). :class:`RandomActor` and :class:`FixedPolicyActor` are baselines and
-test parts; :class:`RecordedActor` replays the actions of a recorded session
-through a learning actor's scoring and adder.
+process). :class:`RandomActor` is a baseline; :class:`RecordedActor` replays
+the actions of a recorded session through a learning actor's scoring and adder.
 """
 
 from __future__ import annotations
@@ -386,23 +385,6 @@ class RandomActor:
         self._age += 1
         a = self._held if self.sticks is None else self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0))
         return self.taps(settle(a, self.buttons).astype(np.float32))
-
-    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
-        return {}
-
-
-class FixedPolicyActor:
-    """Acts with a fixed Keras policy ``uint8[B, H, W, k*C] -> float32[B, 4]``; does not learn."""
-
-    def __init__(self, model: keras.Model, eager: bool = False):
-        self.model = model
-        self._act = self._forward if eager else tf.function(self._forward, reduce_retracing=True)
-
-    def _forward(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.model(stack_frames(obs)[None], training=False)[0]
-
-    def act(self, step: Step) -> np.ndarray:
-        return self._act(tf.convert_to_tensor(step.obs)).numpy()
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         return {}
