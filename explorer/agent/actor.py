@@ -24,7 +24,8 @@ from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.config import LearnerConfig
-from explorer.core import N_AXES, Step, Taps, settle, stack_frames
+from explorer.core import N_AXES, Step, settle, stack_frames
+from explorer.taps import Taps
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
 _Count = Annotated[int, Field(ge=0, lt=2**62)]
@@ -167,7 +168,7 @@ class LearningActor:
 
     def act(self, step: Step) -> np.ndarray:
         """``float32[4 + n]``: stick values in [action_low, action_high], exploration noise included,
-        then each button as sent (1 pressed, -1 released, :class:`~explorer.core.Taps` applied; a
+        then each button as sent (1 pressed, -1 released, :class:`~explorer.taps.Taps` applied; a
         trigger's pull as is).
 
         The policy decides every ``action_repeat`` steps; in between, the decision is held.
@@ -360,7 +361,7 @@ class RecordedActor:
 class RandomActor:
     """Random sticks and buttons, held for ``sticky_steps`` steps (1: uniform every step): baselines.
 
-    Each button is pressed half the time, sent through :class:`~explorer.core.Taps` with ``tap_gap``
+    Each button is pressed half the time, sent through :class:`~explorer.taps.Taps` with ``tap_gap``
     as the learning actor's are. With ``sticks`` the draw is moved by the stick range's prior and put
     on the range, as the learning actor's warm-up sticks are: what the prior and the range do without
     learning (``sticks`` then names the buttons too).
