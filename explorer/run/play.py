@@ -158,8 +158,8 @@ def _hotkeys(a: Assembly) -> None:
 
 def _game_figures(game: Any, coverage: Coverage) -> dict[str, Any]:
     """The built-in game's tics, the distinct cells visited and the length of the path walked."""
-    path = np.asarray(coverage.coverage.path)
-    return {"tics": game.tics, "distinct_cells": len(coverage.coverage.all_cells),
+    path = np.asarray(coverage.visited.path)
+    return {"tics": game.tics, "distinct_cells": len(coverage.visited.all_cells),
             "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
 
 
