@@ -1,8 +1,10 @@
 """Command line: ``explorer explore | play | record | replay | sessions | doctor``.
 
-Argument parsing only: each command merges its flags into the config and calls
-one function of :mod:`explorer.run`. A :class:`~explorer.core.ExplorerError`
-(or a config error) prints one line and exits non-zero; nothing else is caught.
+Argument parsing and printing only: each command turns its flags into ``--set`` overrides, has
+:mod:`explorer.run.resume` merge the settings (a resumed or evaluated run's own first), calls one
+function of :mod:`explorer.run` and prints its summary and warnings. A
+:class:`~explorer.core.ExplorerError` (or a config error) prints one line and exits non-zero;
+nothing else is caught.
 """
 
 from __future__ import annotations
@@ -173,6 +175,7 @@ def _stopped_by_signal(summary: dict[str, Any], done: str, resume: str | None = 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     from explorer.run.explore import explore
+    from explorer.run.resume import command_config
 
     extra = []
     if args.steps is not None:
@@ -187,11 +190,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         extra.append(f"run.workers={args.workers}")
     if args.address:
         extra.append(f"run.address={quote(args.address)}")
-    if args.resume:
-        from explorer.run.resume import resumed_config
-        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore run")
-    else:
-        config = load_config(args, extra)
+    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore run")
     if config.run.agent == "explorer":
         for warning in config_mod.explore_warnings(config):
             print(f"explorer: {warning}", file=sys.stderr)
@@ -216,6 +215,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     from explorer.run.play import play
+    from explorer.run.resume import command_config
 
     extra = []
     if args.game:
@@ -230,11 +230,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         extra.append(f"run.dir={quote(args.out)}")
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
-    if args.resume:  # the policy acts with the settings it was trained with
-        from explorer.run.resume import resumed_config
-        config = resumed_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run")
-    else:
-        config = load_config(args, extra)
+    # resumed, the policy acts with the settings it was trained with
+    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run")
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
     if not loop["steps"]:  # stopped before its first tick: nothing to report but that
@@ -285,53 +282,26 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0 if all(r.get("ok") for r in rows) else 1
 
 
-def _checkpoint_config(checkpoint: Path) -> Path | None:
-    # A run directory, or a checkpoint inside one (<run>/checkpoints/learner-N), uses that run's config by default.
-    for parent in (checkpoint, *list(checkpoint.parents)[:2]):
-        if (parent / "config.toml").is_file():
-            return parent / "config.toml"
-    return None
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
-    from explorer.envs.sessions.format import SessionError
-    from explorer.envs.sessions.reader import find_sessions, open_sessions
-    from explorer.run.builder import seed_everything
-    from explorer.run.replay import evaluate, replay_train
-    from explorer.run.rundir import RunDir
+    from explorer.run.replay import evaluate_run, replay_run, replay_sessions
+    from explorer.run.resume import evaluation_config
 
-    paths = find_sessions(args.sessions)
-    if not paths:
-        raise SessionError(f"no sessions in {' '.join(args.sessions)}")
-    sessions = open_sessions(paths)
+    sessions = replay_sessions(args.sessions)
     extra = [f"run.dir={quote(args.out)}"] if args.out else []
-    checkpoint = Path(args.evaluate) if args.evaluate else None
-    trained = _checkpoint_config(checkpoint) if checkpoint else None
-    if trained is not None:  # the checkpoint's policy is evaluated with the settings it was trained with
-        from explorer.run.resume import resumed_config
-        config = resumed_config(trained.parent, args.config, [*args.overrides, *extra], "a run", "--evaluate")
-    else:
-        config = load_config(args, extra)
-    seed_everything(config.run.seed)
-    if checkpoint is not None:
-        with RunDir(config.run.dir, "evaluate", config) as run:  # removed again if it fails before writing
-            summary = evaluate(config, sessions, checkpoint, run.path)
-            run.write_summary(summary)
-        print(f"run directory: {run.path}")
+    config = evaluation_config(args.evaluate, args.config, [*args.overrides, *extra])
+    if args.evaluate is not None:
+        run_path, summary = evaluate_run(config, sessions, Path(args.evaluate))
+        print(f"run directory: {run_path}")
         mse = summary.get("action_mse")
         print(f"{summary['transitions']} transitions; novelty mean {summary.get('novelty_mean', float('nan')):.3f}; "
               f"action MSE vs recorded {('n/a' if mse is None else ', '.join(f'{k} {v:.3f}' for k, v in mse.items()))}")
-        summary["kept"] = f"kept the evaluation of them in run directory {run.path}"
         return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")
     transitions = sum(s.steps for s in sessions) * args.epochs
     for warning in config_mod.replay_warnings(config, min(transitions, args.steps or transitions)):
         print(f"explorer: {warning}", file=sys.stderr)
-    with RunDir(config.run.dir, "replay", config) as run:
-        summary = replay_train(config, sessions, run.path, epochs=args.epochs, max_steps=args.steps,
-                               checkpoint_every=args.checkpoint_every, progress=not args.no_progress, log=run.log)
-        summary["sessions"] = [str(s.path) for s in sessions]
-        run.write_summary(summary)
-    print(f"run directory: {run.path}")
+    run_path, summary = replay_run(config, sessions, epochs=args.epochs, max_steps=args.steps,
+                                   checkpoint_every=args.checkpoint_every, progress=not args.no_progress)
+    print(f"run directory: {run_path}")
     print(f"{summary['transitions']} transitions replayed in {summary['seconds']:.1f} s, {summary['updates']} "
           f"updates; checkpoint {summary['checkpoint']}")
     return _stopped_by_signal(summary, f"after {summary['transitions']} transitions")

@@ -1,4 +1,4 @@
-"""The shared vocabulary every part speaks: steps, the action layout, frame stacking, pacing, protocols.
+"""The shared vocabulary every part speaks: steps, the action layout, frame stacking, protocols, errors.
 
 Imports run one way: ``cli -> run -> {envs, agent} -> core``; ``envs`` and
 ``agent`` never import each other, so whatever they share lives here.
@@ -20,8 +20,6 @@ channels, ``uint8[H, W, k*C]`` (:func:`stack_frames`).
 from __future__ import annotations
 
 import signal
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -75,32 +73,6 @@ def settle(action: np.ndarray, buttons: tuple[str, ...]) -> np.ndarray:
         if name not in TRIGGERS:
             a[N_AXES + i] = 1.0 if a[N_AXES + i] > 0 else -1.0
     return a
-
-
-class Taps:
-    """Held buttons sent as taps (``pad.tap_gap``): after each press a button is released for ``gap``
-    steps, however long the actor holds it, so a game that acts on a fresh press (Doom's USE, most
-    games' jump) sees a new press every ``gap + 1`` steps of a held button. With ``gap`` 0 buttons
-    are sent as held. Triggers are pulled, never tapped.
-
-    Call it on every action an actor sends, after :func:`settle`; :meth:`reset` at each episode start.
-    """
-
-    def __init__(self, buttons: tuple[str, ...], gap: int):
-        self.gap = int(gap)
-        self.index = np.array([N_AXES + i for i, b in enumerate(buttons) if b not in TRIGGERS and gap > 0], np.int64)
-        self.wait = np.zeros(len(self.index), np.int64)  # steps each button must stay released before its next press
-
-    def __call__(self, action: np.ndarray) -> np.ndarray:
-        """``action`` (settled: buttons 1 or -1) with every button inside its gap released, in place."""
-        if len(self.index):
-            press = (action[self.index] > 0) & (self.wait == 0)
-            action[self.index] = np.where(press, 1.0, -1.0)
-            self.wait = np.where(press, self.gap, np.maximum(self.wait - 1, 0))
-        return action
-
-    def reset(self) -> None:
-        self.wait[:] = 0
 
 
 class ExplorerError(RuntimeError):
@@ -188,84 +160,6 @@ def gather_stacked(frames: np.ndarray, ids: np.ndarray) -> np.ndarray:
     for j in range(k):
         out[..., j] = pixels[ids[:, j]]
     return out.view(np.uint8).reshape(b, h, w, k * c)
-
-
-class Pacer:
-    """A fixed tick: :meth:`wait` sleeps until the next multiple of ``period`` after :meth:`start`.
-
-    Ticks that were missed (the caller ran late) are skipped, not caught up, and counted in
-    ``missed``. ``stop``, when given, cuts a wait short (a stop request).
-    """
-
-    def __init__(self, hz: float, stop: threading.Event | None = None):
-        if hz <= 0:
-            raise ValueError(f"a tick rate must be positive, got {hz} Hz")
-        self.period = 1.0 / hz
-        self.stop = stop
-        self.missed = 0
-        self._next = time.monotonic()
-
-    def start(self) -> None:
-        self._next = time.monotonic()
-
-    def upcoming(self) -> float:
-        """The monotonic time the next :meth:`wait` sleeps until (if the caller is not late by then)."""
-        return self._next + self.period
-
-    def wait(self) -> None:
-        self._next += self.period
-        delay = self._next - time.monotonic()
-        if delay > 0:
-            if self.stop is not None:
-                self.stop.wait(delay)
-            else:
-                time.sleep(delay)
-        else:
-            missed = int(-delay / self.period)
-            self.missed += missed
-            self._next += missed * self.period
-
-
-class IdleWindow:
-    """When the acting thread has nothing to do until a deadline: the time a learner thread can
-    train in without delaying an action.
-
-    Live, a tick's work (take the newest frame, score it, decide, send) is on the way from
-    screen to pad; an update running at the same time shares the two cores with it and delays
-    the action. The acting thread :meth:`open`-s a window after it sent, until its next tick,
-    and :meth:`close`-s it when the tick starts; a learner thread :meth:`enter`-s one before
-    each update.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._until = 0.0  # the open window's end (monotonic seconds); 0 while closed
-        self._opened = 0  # windows opened so far
-        self._used = 0  # the last window an entry was granted in
-
-    def open(self, until: float) -> None:
-        with self._cond:
-            self._until = until
-            self._opened += 1
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        with self._cond:
-            self._until = 0.0
-
-    def enter(self, need: float, timeout: float) -> bool:
-        """Wait, at most ``timeout`` seconds, for an open window with ``need`` seconds left, or for a
-        window nothing entered yet (so work longer than any window still gets one per window).
-        True when one was found."""
-        def fits() -> bool:
-            left = self._until - time.monotonic()
-            return left > 0 and (left >= need or self._opened != self._used)
-
-        with self._cond:
-            if not self._cond.wait_for(fits, timeout):
-                return False
-            self._used = self._opened
-            return True
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from explorer.config import Config, LearnerConfig, PadConfig, load
-from explorer.core import PAD_BUTTONS, Step, Taps, action_stats, clamp, neutral, settle
+from explorer.core import PAD_BUTTONS, Step, action_stats, clamp, neutral, settle
 from explorer.envs.live.env import LiveEnv
 from explorer.envs.live.pad import neutral_on_exit
 from explorer.envs.live.watchdog import Watchdog
 from explorer.run.driver import Controls, Driver
+from explorer.taps import Taps
 from explorer.testing.fakes import FakeScreen
 
 pytest.importorskip("vgamepad.lin.virtual_gamepad", reason="vgamepad needs libevdev2 (apt-get install libevdev2)")

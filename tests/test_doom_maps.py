@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from explorer.config import load
-from explorer.core import Taps
 from explorer.envs import make_game
 from explorer.envs.doom import game as doom
 from explorer.envs.doom.game import BUTTONS, DoomPad, GameError
 from explorer.envs.doom.wad import WadError, read_wad
+from explorer.taps import Taps
 
 vzd = pytest.importorskip("vizdoom")
 PACKAGE = Path(vzd.__file__).parent
@@ -127,7 +127,7 @@ def test_read_wad_lists_maps_and_refuses_other_files(tmp_path):
 def _walk_to_door(press_at: int | None, in_action: bool = False, hold: bool = False, tap_gap: int = 0) -> list[float]:
     """Freedoom 1 E1M3: walk straight on from the start into the door ahead; press A at step ``press_at``
     (by name, or ``in_action``: as the policy does, a fifth action value above 0; with ``hold`` that
-    value stays above 0 from then on, sent through :class:`~explorer.core.Taps` with ``tap_gap``).
+    value stays above 0 from then on, sent through :class:`~explorer.taps.Taps` with ``tap_gap``).
 
     Returns the player's y (map units; the door is at y = -40..-24, the player faces +y) after each step.
     """

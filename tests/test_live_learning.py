@@ -14,11 +14,12 @@ from explorer.agent.checkpoint import CheckpointError
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, ThreadedLearner
 from explorer.config import Config, LearnerConfig, NoveltyConfig, load
-from explorer.core import IdleWindow, Step
+from explorer.core import Step
 from explorer.envs.live.env import LiveEnv
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
 from explorer.testing.fakes import FakeScreen, RecordingPad
+from explorer.timing import IdleWindow
 
 SHAPE = (16, 16, 1)
 HANG_S = 300.0  # only a guard against a hang: the tests wait on what they check
@@ -221,12 +222,12 @@ def test_an_idle_window_admits_work_that_fits_and_the_first_work_of_each_wait():
 def test_between_ticks_every_update_starts_while_the_loop_waits_for_its_tick(monkeypatch):
     import threading
 
-    import explorer.core
+    import explorer.timing
 
     reading = threading.local()
 
     class Clock:
-        """explorer.core's clock, keeping each thread's last reading."""
+        """explorer.timing's clock, keeping each thread's last reading."""
 
         def __getattr__(self, name):
             return getattr(time, name)
@@ -236,7 +237,7 @@ def test_between_ticks_every_update_starts_while_the_loop_waits_for_its_tick(mon
             reading.t = time.monotonic()
             return reading.t
 
-    monkeypatch.setattr(explorer.core, "time", Clock())
+    monkeypatch.setattr(explorer.timing, "time", Clock())
     admitted = []  # seconds of the wait left as the window judged them, at each update's admission
 
     class Watched(IdleWindow):

@@ -8,14 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from explorer.agent.actor import FixedPolicyActor
-from explorer.agent.networks import build_policy
 from explorer.core import Step
 from explorer.envs.live.capture import CaptureThread
 from explorer.envs.live.env import LatencyHistogram, LiveEnv
 from explorer.envs.ring import FrameRing
 from explorer.run.driver import Controls, Driver
 from explorer.testing.fakes import FakeEnv, FakeScreen, RecordingPad
+from explorer.testing.policies import FixedPolicyActor, build_policy
 
 SHAPE = (16, 16, 1)
 HANG_S = 300.0  # only a guard against a hang: the tests wait on what they check

@@ -189,13 +189,12 @@ def test_a_resumed_run_does_not_take_its_record_folder_or_cluster_from_its_own_f
 
 def test_an_evaluation_is_written_where_the_command_line_says_not_where_the_evaluated_run_says(tmp_path, monkeypatch,
                                                                                                capsys):
-    import explorer.envs.sessions.reader
     import explorer.run.replay
 
     elsewhere = tmp_path / "elsewhere"
     run = _run_dir(tmp_path, {"run": {"dir": str(elsewhere)}})
-    monkeypatch.setattr(explorer.envs.sessions.reader, "find_sessions", lambda paths: [Path(p) for p in paths])
-    monkeypatch.setattr(explorer.envs.sessions.reader, "open_sessions", lambda paths: [])
+    monkeypatch.setattr(explorer.run.replay, "find_sessions", lambda paths: [Path(p) for p in paths])
+    monkeypatch.setattr(explorer.run.replay, "open_sessions", lambda paths: [])
     where = []
 
     def evaluate(config, sessions, checkpoint, run_path):

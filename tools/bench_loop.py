@@ -47,8 +47,6 @@ def main() -> None:
     args = p.parse_args()
     xvfb = start_xvfb()
     try:
-        from explorer.agent.actor import FixedPolicyActor
-        from explorer.agent.networks import build_policy
         from explorer.config import load
         from explorer.core import Step
         from explorer.envs import make_game
@@ -61,6 +59,7 @@ def main() -> None:
         from explorer.envs.live.pad import NullPad
         from explorer.envs.ring import FrameRing
         from explorer.run.driver import Driver
+        from explorer.testing.policies import FixedPolicyActor, build_policy
         window_game = make_game(load(None, ["game.realtime=true", "game.resolution='640x480'"]))
         time.sleep(1.0)
         w = find_window(window_game.window_title)

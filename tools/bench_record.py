@@ -22,9 +22,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from explorer.core import Pacer  # noqa: E402
 from explorer.envs.sessions.reader import Session, sessions_dataset  # noqa: E402
 from explorer.envs.sessions.writer import Recorder  # noqa: E402
+from explorer.timing import Pacer  # noqa: E402
 
 
 def game_like_frames(n: int, size: int, seed: int = 0) -> list[np.ndarray]:

@@ -5,9 +5,8 @@ time-correlated noise, warm-up sticks, action repeat, the stick range and the
 context input; it scores the novelty of what followed each action and hands the
 step to its adder (when it has one). It never trains: weights arrive through
 :meth:`LearningActor.set_weights` (or it shares the learner's model in one
-process). :class:`RandomActor` and :class:`FixedPolicyActor` are baselines and
-test parts; :class:`RecordedActor` replays the actions of a recorded session
-through a learning actor's scoring and adder.
+process). :class:`RandomActor` is a baseline; :class:`RecordedActor` replays
+the actions of a recorded session through a learning actor's scoring and adder.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.config import LearnerConfig
-from explorer.core import N_AXES, Step, Taps, settle, stack_frames
+from explorer.core import N_AXES, Step, settle, stack_frames
+from explorer.taps import Taps
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
 _Count = Annotated[int, Field(ge=0, lt=2**62)]
@@ -168,7 +168,7 @@ class LearningActor:
 
     def act(self, step: Step) -> np.ndarray:
         """``float32[4 + n]``: stick values in [action_low, action_high], exploration noise included,
-        then each button as sent (1 pressed, -1 released, :class:`~explorer.core.Taps` applied; a
+        then each button as sent (1 pressed, -1 released, :class:`~explorer.taps.Taps` applied; a
         trigger's pull as is).
 
         The policy decides every ``action_repeat`` steps; in between, the decision is held.
@@ -361,7 +361,7 @@ class RecordedActor:
 class RandomActor:
     """Random sticks and buttons, held for ``sticky_steps`` steps (1: uniform every step): baselines.
 
-    Each button is pressed half the time, sent through :class:`~explorer.core.Taps` with ``tap_gap``
+    Each button is pressed half the time, sent through :class:`~explorer.taps.Taps` with ``tap_gap``
     as the learning actor's are. With ``sticks`` the draw is moved by the stick range's prior and put
     on the range, as the learning actor's warm-up sticks are: what the prior and the range do without
     learning (``sticks`` then names the buttons too).
@@ -386,23 +386,6 @@ class RandomActor:
         self._age += 1
         a = self._held if self.sticks is None else self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0))
         return self.taps(settle(a, self.buttons).astype(np.float32))
-
-    def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
-        return {}
-
-
-class FixedPolicyActor:
-    """Acts with a fixed Keras policy ``uint8[B, H, W, k*C] -> float32[B, 4]``; does not learn."""
-
-    def __init__(self, model: keras.Model, eager: bool = False):
-        self.model = model
-        self._act = self._forward if eager else tf.function(self._forward, reduce_retracing=True)
-
-    def _forward(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.model(stack_frames(obs)[None], training=False)[0]
-
-    def act(self, step: Step) -> np.ndarray:
-        return self._act(tf.convert_to_tensor(step.obs)).numpy()
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         return {}

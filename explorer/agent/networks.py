@@ -108,19 +108,6 @@ def build_model_head(feature: int, config: LearnerConfig, out: int, dim: int = N
     return keras.Model([f_in, a_in], y, name="model_head")
 
 
-def build_policy(obs_shape: tuple[int, int, int], filters: tuple[int, ...] = (16, 32, 32), feature: int = 128,
-                 seed: int = 0, name: str = "policy") -> keras.Model:
-    """A fixed, context-free policy ``pi(obs)``: ``uint8[B, H, W, k*C]`` -> ``float32[B, 4]`` in (-1, 1).
-
-    For loop tests and benchmarks that want a real CNN in the loop without learning.
-    """
-    encoder = build_encoder(obs_shape, filters, feature, seed, f"{name}_encoder")
-    inputs = keras.Input(obs_shape, dtype="uint8", name="frames")
-    axes = keras.layers.Dense(N_AXES, activation="tanh", name="axes",
-                              kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=seed))(encoder(inputs))
-    return keras.Model(inputs, axes, name=name)
-
-
 class StickRange:
     """Where the policy's squashed outputs land, and how its buttons are sent.
 

@@ -3,7 +3,7 @@
 In live mode the game does not wait, so a training step (tens of
 milliseconds) must never sit inside a control tick. :class:`ThreadedLearner`
 runs :meth:`Learner.step` on a learner thread, in the gaps between control
-ticks (an :class:`~explorer.core.IdleWindow`; ``learner.between_ticks``) or as
+ticks (an :class:`~explorer.timing.IdleWindow`; ``learner.between_ticks``) or as
 fast as it can, at most ``learner.max_updates_per_s``; every ``learner.publish_every`` updates it
 snapshots the policy's weights, and the acting thread installs the newest
 snapshot into its actor between two decisions (:meth:`ThreadedLearner.sync`),
@@ -26,7 +26,8 @@ import numpy as np
 
 from explorer.agent.schedule import Due, UpdateSchedule
 from explorer.agent.trainer import updates_per_s
-from explorer.core import ExplorerError, IdleWindow, Learner
+from explorer.core import ExplorerError, Learner
+from explorer.timing import IdleWindow
 
 #: live mode: transitions and frames the control thread may add while one batch is drawn and copied (a copy
 #: takes milliseconds, a tick tens); their slots are left out, and the frames are copied outside the lock

@@ -87,14 +87,14 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
         MetricsLog(run, config.run.log_every, done, coverage,
                    episode_info=lambda: {"outcome": env.outcome}, buttons=config.pad.buttons).attach(driver)
         bar = a.progress(driver, config.run.steps, progress, initial=start)
-        driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.coverage.per_episode[-1],
-                                                    last20=f"{coverage.coverage.recent_mean():.1f}"))
+        driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.visited.per_episode[-1],
+                                                    last20=f"{coverage.visited.recent_mean():.1f}"))
         recorder = a.record(driver, "game", name=f"{run.path.name}-from-{start}" if start else None)
         if agent is not None:  # on every way out, before the env closes
             a.checkpoint_on_exit(done, since=start, settle=lambda: _settle(lockstep))
         stats = a.go(driver, max_steps=max(config.run.steps - start, 0))
 
-    cov = coverage.coverage
+    cov = coverage.visited
     partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in last-20 means below
     # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
     written = stats.steps > 0

@@ -54,10 +54,10 @@ class Coverage:
     def __init__(self, where: Callable[[Step], Any], every: int = 1, cell: float = 64.0):
         self.where = where
         self.every = every
-        self.coverage = CellCoverage(cell)
+        self.visited = CellCoverage(cell)  # the cells and path visited, per episode and over the run
 
     def _add(self, step: Step) -> None:
-        self.coverage.add_place(self.where(step))
+        self.visited.add_place(self.where(step))
 
     def attach(self, driver: Driver) -> None:
         driver.on_reset(self._add)
@@ -65,7 +65,7 @@ class Coverage:
         driver.on_episode(self._end_episode)
 
     def _end_episode(self, episodes: int) -> None:
-        self.coverage.end_episode()
+        self.visited.end_episode()
 
 
 class MetricsLog:
@@ -109,7 +109,7 @@ class MetricsLog:
         if self.actions:
             stats = action_stats(np.stack(self.actions), self.buttons)
         if self.coverage is not None:
-            stats["coverage/distinct_cells"] = len(self.coverage.coverage.all_cells)
+            stats["coverage/distinct_cells"] = len(self.coverage.visited.all_cells)
         self.run.log({"step": step, **means, **stats})
         self.run.scalars(step, {**{f"learner/{k}": v for k, v in means.items()}, **stats})
         self.window.clear()
@@ -117,7 +117,7 @@ class MetricsLog:
 
     def _episode(self, n: int) -> None:
         assert self.coverage is not None
-        cov = self.coverage.coverage
+        cov = self.coverage.visited
         cells = cov.per_episode[-1]
         info = self.episode_info() if self.episode_info is not None else {}
         kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so

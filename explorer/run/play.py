@@ -21,13 +21,14 @@ from explorer.agent.memory import check_memory
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import ThreadedLearner
 from explorer.config import Config
-from explorer.core import Actor, IdleWindow
+from explorer.core import Actor
 from explorer.envs.live.pad import Pad
 from explorer.envs.live.screen import screen_region
 from explorer.run.assembly import Assembly
 from explorer.run.driver import Controls, Driver
 from explorer.run.observers import Coverage, Training, blank_warning
 from explorer.run.safety import Hotkeys, Kept, countdown
+from explorer.timing import IdleWindow
 
 
 def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls: Controls | None = None,
@@ -157,8 +158,8 @@ def _hotkeys(a: Assembly) -> None:
 
 def _game_figures(game: Any, coverage: Coverage) -> dict[str, Any]:
     """The built-in game's tics, the distinct cells visited and the length of the path walked."""
-    path = np.asarray(coverage.coverage.path)
-    return {"tics": game.tics, "distinct_cells": len(coverage.coverage.all_cells),
+    path = np.asarray(coverage.visited.path)
+    return {"tics": game.tics, "distinct_cells": len(coverage.visited.all_cells),
             "path_length": float(np.abs(np.diff(path, axis=0)).sum()) if len(path) > 1 else 0.0}
 
 

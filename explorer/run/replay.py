@@ -30,7 +30,7 @@ from explorer.config import Config, check_replay
 from explorer.core import Step, Stopped, action_names
 from explorer.envs.sessions.env import SessionEnv
 from explorer.envs.sessions.format import SessionError
-from explorer.envs.sessions.reader import Session, check_buttons, open_sessions
+from explorer.envs.sessions.reader import Session, check_buttons, find_sessions, open_sessions
 from explorer.files import atomic_save, atomic_write, json_text
 from explorer.run.assembly import Assembly
 from explorer.run.driver import Controls, Driver, Transition
@@ -341,3 +341,53 @@ def evaluate_actor(config: Config, sessions: Sequence[Session], actor: Any, run_
     summary["actions_png"] = str(plot_actions(pa, ra, run_path / "actions.png"))
     atomic_write(run_path / "evaluation.json", json_text(summary, indent=2) + "\n")
     return summary
+
+
+def replay_sessions(paths: Sequence[str | Path]) -> list[Session]:
+    """The sessions ``explorer replay`` is given, opened: each path a session directory or a folder of them.
+
+    Raises:
+      SessionError: no session among ``paths``, or one cannot be opened.
+    """
+    found = find_sessions(paths)
+    if not found:
+        raise SessionError(f"no sessions in {' '.join(map(str, paths))}")
+    return open_sessions(found)
+
+
+def evaluate_run(config: Config, sessions: Sequence[Session], checkpoint: str | Path) -> tuple[Path, dict[str, Any]]:
+    """``explorer replay --evaluate``: seed, then :func:`evaluate` ``checkpoint`` on ``sessions`` in a new
+    ``evaluate`` run directory (removed again if it fails before writing), which gets the summary.
+
+    Returns:
+      The run directory, and the summary with ``kept`` (what the run directory keeps) added.
+    """
+    from explorer.run.builder import seed_everything
+    from explorer.run.rundir import RunDir
+
+    seed_everything(config.run.seed)
+    with RunDir(config.run.dir, "evaluate", config) as run:
+        summary = evaluate(config, sessions, checkpoint, run.path)
+        run.write_summary(summary)
+    summary["kept"] = f"kept the evaluation of them in run directory {run.path}"
+    return run.path, summary
+
+
+def replay_run(config: Config, sessions: Sequence[Session], epochs: int = 1, max_steps: int | None = None,
+               checkpoint_every: int = 0, progress: bool = False) -> tuple[Path, dict[str, Any]]:
+    """``explorer replay``: seed, then :func:`replay_train` on ``sessions`` in a new ``replay`` run directory,
+    which gets the summary (with the sessions' paths) and the metrics log.
+
+    Returns:
+      The run directory and the summary.
+    """
+    from explorer.run.builder import seed_everything
+    from explorer.run.rundir import RunDir
+
+    seed_everything(config.run.seed)
+    with RunDir(config.run.dir, "replay", config) as run:
+        summary = replay_train(config, sessions, run.path, epochs=epochs, max_steps=max_steps,
+                               checkpoint_every=checkpoint_every, progress=progress, log=run.log)
+        summary["sessions"] = [str(s.path) for s in sessions]
+        run.write_summary(summary)
+    return run.path, summary

@@ -1,5 +1,5 @@
-"""Resuming a run (``explore --resume``, ``play --resume``): the run's own settings, the command line's on top,
-and never a trained policy acting with settings other than those it learned with."""
+"""Resuming a run (``explore --resume``, ``play --resume``, ``replay --evaluate``): the run's own settings, the
+command line's on top, and never a trained policy acting with settings other than those it learned with."""
 
 from __future__ import annotations
 
@@ -111,3 +111,38 @@ def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, 
     raise ConfigError(f"{flag} {run_dir}: {given or 'the settings'} change what its trained policy sees or does: "
                       f"{listed}; a trained policy acts only with the settings it was trained with: drop "
                       f"{'that setting' if len(changed) == 1 else 'those settings'}, or start a new run")
+
+
+def command_config(resume: str | Path | None, config_file: str | Path | None, overrides: list[str], runs: str,
+                   flag: str = "--resume") -> Config:
+    """A command's settings: :func:`resumed_config` of the run ``resume`` names, or without one the defaults,
+    then ``config_file``, then ``overrides``.
+
+    Args:
+      resume: the run directory to take the settings of, or None for a new run.
+      config_file: a TOML file given with ``--config``.
+      overrides: ``--set`` and the command's own options, merged last.
+      runs: the kinds of run the command resumes, for the messages (see :func:`resumed_config`).
+      flag: the option that named ``resume``, for the messages.
+    """
+    if resume:
+        return resumed_config(resume, config_file, overrides, runs, flag)
+    return config_mod.load(config_file, overrides)
+
+
+def checkpoint_config(checkpoint: str | Path) -> Path | None:
+    """The ``config.toml`` of the run a checkpoint belongs to: ``checkpoint`` a run directory, or a checkpoint
+    inside one (``<run>/checkpoints/learner-N``); None when there is none."""
+    checkpoint = Path(checkpoint)
+    for parent in (checkpoint, *list(checkpoint.parents)[:2]):
+        if (parent / "config.toml").is_file():
+            return parent / "config.toml"
+    return None
+
+
+def evaluation_config(checkpoint: str | Path | None, config_file: str | Path | None, overrides: list[str]) -> Config:
+    """The settings of ``explorer replay``: with ``checkpoint`` (``--evaluate``) inside a run, that run's, as
+    :func:`resumed_config` merges them (the checkpoint's policy is evaluated with the settings it was trained
+    with); else the defaults, then ``config_file``, then ``overrides``."""
+    trained = checkpoint_config(checkpoint) if checkpoint is not None else None
+    return command_config(trained.parent if trained is not None else None, config_file, overrides, "a run", "--evaluate")

@@ -15,13 +15,13 @@ import time
 from typing import Any
 
 from explorer.config import CaptureConfig, ObservationConfig
-from explorer.core import Pacer
 from explorer.envs.live import winapi
 from explorer.envs.live.desktop import dpi_aware
 from explorer.envs.live.dxcam_screen import DxcamScreen, DxcamUnavailable
 from explorer.envs.live.mss_screen import MssScreen
 from explorer.envs.live.screen import OutputLost, Screen, ScreenError
 from explorer.envs.ring import FrameRing
+from explorer.timing import Pacer
 
 
 def choose_backend(setting: str) -> tuple[str, str]:

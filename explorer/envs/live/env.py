@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from explorer.core import ExplorerError, IdleWindow, Pacer, Step
+from explorer.core import ExplorerError, Step
 from explorer.envs.live.capture import CaptureThread
 from explorer.envs.live.pad import Pad
 from explorer.envs.live.screen import Screen, ScreenError
 from explorer.envs.live.watchdog import Watchdog
 from explorer.envs.ring import FrameRing
+from explorer.timing import IdleWindow, Pacer
 
 
 class StalledCapture(ExplorerError):
