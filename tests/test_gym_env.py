@@ -23,9 +23,10 @@ class Corridor(gym.Env):
     """Walk right along a corridor of 6 squares: the last one ends the game (terminated). The picture is
     the corridor with the player lit; ``info["position"]`` is where it stands (when ``report``)."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, report: bool = True):
+    def __init__(self, report: bool = True, render_mode: str | None = None):
+        self.render_mode = render_mode
         self.observation_space = gym.spaces.Box(0, 255, (24, 36, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(2)
         self.report = report

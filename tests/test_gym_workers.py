@@ -14,41 +14,14 @@ from explorer.run.workers import Worker
 
 gym = pytest.importorskip("gymnasium")
 
+from test_gym_env import Corridor  # noqa: E402  (the corridor of the env tests, registered with a time limit)
+
 from explorer.envs.gym.positions import FRAME_CELL_LABEL, FrameCell, Position  # noqa: E402
 
 TINY = ["game.name=gym", "observation.height=16", "observation.width=16", "learner.batch_size=8",
         "learner.filters=[4]", "learner.hidden=16", "learner.feature=16", "learner.replay_mb=4",
         "novelty.signal=pixel", "learner.warmup_steps=1000"]
 CORRIDOR = "explorer-tests/Corridor-v0"
-
-
-class Corridor(gym.Env):
-    """Walk right along 6 squares; the last ends the game (terminated). ``info["position"]`` is where the
-    player stands, unless ``report`` is off; the picture lights its square."""
-
-    metadata = {"render_modes": ["rgb_array"]}
-
-    def __init__(self, report: bool = True, render_mode: str | None = None):
-        self.render_mode = render_mode
-        self.observation_space = gym.spaces.Box(0, 255, (24, 36, 3), np.uint8)
-        self.action_space = gym.spaces.Discrete(2)
-        self.report = report
-        self.x = 0
-
-    def _out(self):
-        frame = np.zeros((24, 36, 3), np.uint8)
-        frame[:, self.x * 6:(self.x + 1) * 6] = 255
-        return frame, ({"position": (self.x * 10.0, 5.0)} if self.report else {})
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.x = 0
-        return self._out()
-
-    def step(self, action):
-        self.x = min(self.x + int(action), 5)
-        frame, info = self._out()
-        return frame, 0.0, self.x == 5, False, info
 
 
 if CORRIDOR not in gym.envs.registration.registry:

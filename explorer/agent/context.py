@@ -203,12 +203,13 @@ class Context:
         self.proposal_at = self.action_dim + 3 + extra if self.proposal is not None else None
         extra += self.action_dim + 1 if self.proposal is not None else 0
         self.dim = self.action_dim + 3 + extra if enabled else 1
+        self.episode_step = 0
         self.reset()
 
     def reset(self, frame: np.ndarray | None = None, info: Mapping[str, Any] | None = None) -> None:
         """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` and whose first report is
         ``info`` when given."""
-        stepped = getattr(self, "episode_step", 0) > 0
+        stepped = self.episode_step > 0
         self.prev_action = np.zeros(self.action_dim, np.float32)
         self.episode_step = 0
         self.novelty_ema = np.ones(2, np.float32)

@@ -41,23 +41,29 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
             sel = xy[ep == e]
             ax.plot(sel[:, 0], sel[:, 1], lw=0.8, color=cmap(i), alpha=0.8)
             ax.plot(sel[0, 0], sel[0, 1], "o", ms=3, color=cmap(i))
+    _label_panels(ax, ax2, coverage, "paths", "episode")
+    ax2.plot(np.arange(1, len(coverage.per_episode) + 1), coverage.per_episode, ".-")
+    return _save(fig, path, title, dpi=100)
+
+
+def _label_panels(ax: Any, ax2: Any, layout: Coverage, paths: str, episodes: str) -> None:
+    """Axes, title and labels of a coverage picture's two panels: the map (or, for a game without
+    positions, a line saying so with its frame cells) and cells per episode."""
     ax.set_aspect("equal")
     ax.autoscale()
-    rooms = " (rooms side by side)" if coverage.room_stride() else ""
+    rooms = " (rooms side by side)" if layout.room_stride() else ""
     ax.set_xlabel(f"x (map units){rooms}")
     ax.set_ylabel("y (map units)")
-    if coverage.label == MAP_CELLS:
-        ax.set_title(f"paths ({len(coverage.all_cells)} distinct {cell:g}-unit cells)")
+    if layout.label == MAP_CELLS:
+        ax.set_title(f"{paths} ({len(layout.all_cells)} distinct {layout.cell:g}-unit cells)")
     else:  # a game without positions: no paths, the cells are pictures
         ax.set_axis_off()
-        ax.text(0.5, 0.5, f"no positions: {len(coverage.all_cells)} distinct\n{coverage.label}", ha="center",
+        ax.text(0.5, 0.5, f"no positions: {len(layout.all_cells)} distinct\n{layout.label}", ha="center",
                 va="center", wrap=True, transform=ax.transAxes)
-    ax2.plot(np.arange(1, len(coverage.per_episode) + 1), coverage.per_episode, ".-")
-    ax2.set_xlabel("episode")
-    ax2.set_ylabel("cells visited in the episode" if coverage.label == MAP_CELLS else "frame cells in the episode")
+    ax2.set_xlabel(episodes)
+    ax2.set_ylabel("cells visited in the episode" if layout.label == MAP_CELLS else "frame cells in the episode")
     ax2.set_ylim(bottom=0)
     ax2.grid(alpha=0.3)
-    return _save(fig, path, title, dpi=100)
 
 
 def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -> Path:
@@ -80,21 +86,7 @@ def plot_workers(coverages: list[Coverage], path: str | Path, title: str = "") -
                 ax.plot(sel[:, 0], sel[:, 1], lw=0.7, color=colour, alpha=0.7)
         label = f"worker {i}" if len(coverages) <= 10 else None
         ax2.plot(np.arange(1, len(cov.per_episode) + 1), cov.per_episode, ".-", color=colour, label=label)
-    ax.set_aspect("equal")
-    ax.autoscale()
-    rooms = " (rooms side by side)" if layout.room_stride() else ""
-    ax.set_xlabel(f"x (map units){rooms}")
-    ax.set_ylabel("y (map units)")
-    if layout.label == MAP_CELLS:
-        ax.set_title(f"paths, a colour per worker ({len(layout.all_cells)} distinct {cell:g}-unit cells)")
-    else:  # a game without positions: no paths, the cells are pictures
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, f"no positions: {len(layout.all_cells)} distinct\n{layout.label}", ha="center",
-                va="center", wrap=True, transform=ax.transAxes)
-    ax2.set_xlabel("episode of the worker")
-    ax2.set_ylabel("cells visited in the episode" if layout.label == MAP_CELLS else "frame cells in the episode")
-    ax2.set_ylim(bottom=0)
-    ax2.grid(alpha=0.3)
+    _label_panels(ax, ax2, layout, "paths, a colour per worker", "episode of the worker")
     if 1 < len(coverages) <= 10:
         ax2.legend(loc="lower right", fontsize=8)
     return _save(fig, path, title, dpi=100)
