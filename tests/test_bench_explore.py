@@ -162,7 +162,7 @@ def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_pa
     (base / "results.json").write_text(json.dumps(
         [_result(a, m, s, c + s, 100 * c) for a, c in (("sticky", 10.0), ("sticky_prior", 20.0))
          for m in ("my_way_home", "E1M1") for s in (0, 1)]))
-    learned_runs = [_result("episodic", m, s, 30.0 + s, 5000, ["learner.augment=4", f"run.threads=[{s},{s}]"], early=3)
+    learned_runs = [_result("episodic", m, s, 30.0 + s, 5000, ["learner.networks.augment=4", f"run.threads=[{s},{s}]"], early=3)
                     for m in ("my_way_home", "E1M1") for s in (0, 1, 2)]
     (learned / "results.json").write_text(json.dumps(learned_runs))
     assert bench.main(["--report", str(base), str(learned), "--out", str(tmp_path / "out")]) == 0
@@ -179,7 +179,7 @@ def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_pa
     other = tmp_path / "other"
     other.mkdir()
     (other / "results.json").write_text(json.dumps([_result("episodic", "E1M2", 0, 1.0, 1)]))
-    with pytest.raises(SystemExit, match="episodic ran with \\[\\] in .*other.* but with \\['learner.augment=4'\\]"):
+    with pytest.raises(SystemExit, match="episodic ran with \\[\\] in .*other.* but with \\['learner.networks.augment=4'\\]"):
         bench.main(["--report", str(learned), str(other), "--out", str(tmp_path / "out")])
     (other / "results.json").write_text(json.dumps([_result("sticky", "E1M1", 5, 1.0, 1, steps=50)]))
     with pytest.raises(SystemExit, match="mix step budgets"):

@@ -9,9 +9,9 @@ import tensorflow as tf
 
 from explorer import cli
 
-SMALL = ["--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=30",
-         "--set", "learner.batch_size=8", "--set", "learner.filters=[4]", "--set", "learner.hidden=16",
-         "--set", "learner.feature=16", "--set", "learner.replay_mb=2", "--set", "run.log_every=10",
+SMALL = ["--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=30",
+         "--set", "learner.schedule.batch_size=8", "--set", "learner.networks.filters=[4]", "--set", "learner.networks.hidden=16",
+         "--set", "learner.networks.feature=16", "--set", "learner.schedule.replay_mb=2", "--set", "run.log_every=10",
          "--set", "novelty.embedding=random"]  # a novelty network of its own, so novelty.seed counts too
 
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from explorer.config import Config, LearnerConfig, PadConfig, load
+from explorer.config import Config, LearnerConfig, NetworksConfig, PadConfig, ScheduleConfig, load
 from explorer.core import PAD_BUTTONS, Step, action_stats, clamp, neutral, settle
 from explorer.envs.live.env import LiveEnv
 from explorer.envs.live.pad import neutral_on_exit
@@ -231,8 +231,8 @@ def test_actors_send_a_held_button_as_taps_and_a_checkpoint_keeps_the_gap():
     np.testing.assert_array_equal(tapped[:, :4], plain[:, :4])
 
     step = Step(tf.zeros((3, 16, 16, 3), tf.uint8), first=True)
-    held = make({"warmup_steps": 10**6}, buttons=("a",))  # warm-up sticks: A held about half the time
-    taps = make({"warmup_steps": 10**6}, buttons=("a",), tap_gap=5)
+    held = make({"learner.schedule.warmup_steps": 10**6}, buttons=("a",))  # warm-up sticks: A held about half the time
+    taps = make({"learner.schedule.warmup_steps": 10**6}, buttons=("a",), tap_gap=5)
     sent_held, sent = _acts(held.actor, 400, step), _acts(taps.actor, 400, step)
     np.testing.assert_array_equal(sent[:, :4], sent_held[:, :4])  # the same sticks: only A is sent otherwise
     presses = np.flatnonzero(sent[:, 4] > 0)
@@ -281,13 +281,14 @@ def test_gradients_reach_the_button_heads_and_the_critic_sees_buttons_as_sent():
     from explorer.agent.learner import Learner
     from explorer.agent.replay import Replay
 
-    config = LearnerConfig(batch_size=8, filters=(8, 8), feature=16, hidden=32, replay_mb=0.5)
+    config = LearnerConfig(schedule=ScheduleConfig(batch_size=8, replay_mb=0.5),
+                           networks=NetworksConfig(filters=(8, 8), feature=16, hidden=32))
     buttons = ("a", "rt")
     replay = Replay((16, 16, 3), 3, 9, 0.5, 0, action_dim=6)
     learner = Learner(config, (16, 16, 9), 9, replay, buttons=buttons)  # the guard ran in the constructor
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"], training=False)
-    head = learner.actor if config.shared_encoder else learner.actor.get_layer("actor_head")  # default: shared
+    head = learner.actor if config.networks.shared_encoder else learner.actor.get_layer("actor_head")  # default: shared
     out = head.get_layer("actor_out").kernel
     with tf.GradientTape() as tape:
         loss, _ = learner.actor_loss(batch["obs"], batch["ctx"], features)
@@ -311,8 +312,8 @@ def test_explore_learns_with_buttons_and_logs_their_press_rate(tmp_path):
     from explorer.run.explore import explore
 
     config = load(None, [f"run.dir={tmp_path}", "game.name=synthetic", "run.steps=120", "run.log_every=60",
-                         "learner.warmup_steps=40", "learner.batch_size=8", "learner.replay_mb=2",
-                         "learner.filters=[8, 8]", "learner.feature=16", "learner.hidden=32",
+                         "learner.schedule.warmup_steps=40", "learner.schedule.batch_size=8", "learner.schedule.replay_mb=2",
+                         "learner.networks.filters=[8, 8]", "learner.networks.feature=16", "learner.networks.hidden=32",
                          "pad.buttons=['a', 'rt']", "record.dir=" + str(tmp_path / "sessions")])
     summary = explore(config, progress=False)
     from pathlib import Path
@@ -383,9 +384,9 @@ def test_a_replay_of_an_old_session_trains_the_agent_with_buttons(tmp_path):
     meta = json.loads((tmp_path / "old" / "meta.json").read_text())
     del meta["buttons"]
     (tmp_path / "old" / "meta.json").write_text(json.dumps(meta))
-    config = load(None, ["learner.warmup_steps=0", "learner.batch_size=8",
-                         "learner.replay_mb=1", "learner.filters=[8, 8]", "learner.feature=16",
-                         "learner.hidden=32", "observation.width=16", "observation.height=16"])
+    config = load(None, ["learner.schedule.warmup_steps=0", "learner.schedule.batch_size=8",
+                         "learner.schedule.replay_mb=1", "learner.networks.filters=[8, 8]", "learner.networks.feature=16",
+                         "learner.networks.hidden=32", "observation.width=16", "observation.height=16"])
     assert config.pad.buttons == ("a",)
     summary = replay_train(config, [tmp_path / "old"], tmp_path / "run", epochs=1)
     assert summary["updates"] > 0 and summary["transitions"] == 39

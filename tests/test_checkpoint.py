@@ -258,7 +258,7 @@ def test_a_full_disk_while_saving_parts_keeps_the_last_checkpoint_and_leaves_no_
     folder = tmp_path / "run" / "checkpoints"
     assert str(err.value) == (
         f"could not write the checkpoint of step 20 in {folder}: No space left on device. Each checkpoint holds the "
-        f"replay (up to learner.replay_mb MiB); free space there, or lower learner.replay_mb. The last checkpoint "
+        f"replay (up to learner.schedule.replay_mb MiB); free space there, or lower learner.schedule.replay_mb. The last checkpoint "
         f"written, {folder / 'learner-10'}, is kept: explorer explore --resume {tmp_path / 'run'} continues from it")
     assert ckpt.failed
     assert sorted(p.name for p in folder.iterdir()) == [

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from explorer import config as cfg
 from explorer.agent.replay import replay_capacity
@@ -10,17 +10,29 @@ from explorer.config import ConfigError, load
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _fields(model, prefix=""):
+    """(dotted key, field) of every setting and group of ``model``, the groups' settings included."""
+    for key, field in model.model_fields.items():
+        yield f"{prefix}{key}", field
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from _fields(field.annotation, f"{prefix}{key}.")
+
+
 def test_every_description_is_one_short_line_and_its_doc_link_resolves():
     import re
 
     root = Path(__file__).resolve().parent.parent
-    for section, field in cfg.Config.model_fields.items():
-        for key, sub in field.annotation.model_fields.items():
-            text = sub.description or ""
-            assert text and "\n" not in text and len(text) <= 110, f"{section}.{key}: {len(text)} characters"
-            for doc, anchor in re.findall(r"\((docs/[\w.]+\.md)(?:#([\w-]+))?\)", text):
-                lines = (root / doc).read_text(encoding="utf-8").splitlines()
-                assert not anchor or f"## {anchor}" in lines, f"{section}.{key}: {doc}#{anchor} has no such heading"
+    for key, sub in _fields(cfg.Config):
+        if "." not in key:
+            continue  # a section
+        text = sub.description or ""
+        assert text and "\n" not in text and len(text) <= 110, f"{key}: {len(text)} characters"
+        for doc, anchor in re.findall(r"\((docs/[\w.]+\.md)(?:#([\w-]+))?\)", text):
+            lines = (root / doc).read_text(encoding="utf-8").splitlines()
+            # a heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens
+            anchors = {re.sub(r"[^\w\- ]", "", line[3:].strip().lower()).replace(" ", "-")
+                       for line in lines if line.startswith("## ")}
+            assert not anchor or anchor in anchors, f"{key}: {doc}#{anchor} has no such heading"
 
 
 def test_config_toml_holds_every_default_with_a_comment():
@@ -74,18 +86,18 @@ def test_wrong_type_names_key_and_origin(tmp_path):
         cfg.load(None, ["capture.fps=-1"])
     with pytest.raises(cfg.ConfigError, match="run.agent"):
         cfg.load(None, ["run.agent=clever"])
-    with pytest.raises(cfg.ConfigError, match=r"learner.action_prior.3 \(from --set\): Input should be less than 1"):
-        cfg.load(None, ["learner.action_prior=[0, 0, 0, 1]"])
-    with pytest.raises(cfg.ConfigError, match="learner.action_prior"):
-        cfg.load(None, ["learner.action_prior=[0, 0.5]"])
-    with pytest.raises(cfg.ConfigError, match=r"learner.action_prior.3 \(walk y\) = 0.8 must lie strictly between "
-                       r"learner.action_low.3 = 0.9 and learner.action_high.3 = 1.0; .*\(from --set: "
-                       r"learner.action_low; defaults: learner.action_prior, learner.action_high\)"):
-        cfg.load(None, ["learner.action_low=[-1, -1, -1, 0.9]"])
-    with pytest.raises(cfg.ConfigError, match=r"learner.action_low.0 \(camera x\) = 0.5 must be below learner.action_high.0 = 0.5"):
-        cfg.load(None, ["learner.action_low=[0.5, -1, -1, -1]", "learner.action_high=[0.5, 1, 1, 1]"])
-    with pytest.raises(cfg.ConfigError, match=r"learner.action_high.2 \(from --set\): Input should be less than or equal to 1"):
-        cfg.load(None, ["learner.action_high=[1, 1, 2, 1]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.actions.action_prior.3 \(from --set\): Input should be less than 1"):
+        cfg.load(None, ["learner.actions.action_prior=[0, 0, 0, 1]"])
+    with pytest.raises(cfg.ConfigError, match="learner.actions.action_prior"):
+        cfg.load(None, ["learner.actions.action_prior=[0, 0.5]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.actions.action_prior.3 \(walk y\) = 0.8 must lie strictly between "
+                       r"learner.actions.action_low.3 = 0.9 and learner.actions.action_high.3 = 1.0; .*\(from --set: "
+                       r"learner.actions.action_low; defaults: learner.actions.action_prior, learner.actions.action_high\)"):
+        cfg.load(None, ["learner.actions.action_low=[-1, -1, -1, 0.9]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.actions.action_low.0 \(camera x\) = 0.5 must be below learner.actions.action_high.0 = 0.5"):
+        cfg.load(None, ["learner.actions.action_low=[0.5, -1, -1, -1]", "learner.actions.action_high=[0.5, 1, 1, 1]"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.actions.action_high.2 \(from --set\): Input should be less than or equal to 1"):
+        cfg.load(None, ["learner.actions.action_high=[1, 1, 2, 1]"])
 
 
 def test_malformed_inputs_are_clear(tmp_path):
@@ -100,10 +112,10 @@ def test_malformed_inputs_are_clear(tmp_path):
 
 
 def test_dump_round_trips(tmp_path):
-    c = cfg.load(None, ["learner.filters=[8, 8]", "capture.window_title='My \"Game\"'"])
+    c = cfg.load(None, ["learner.networks.filters=[8, 8]", "capture.window_title='My \"Game\"'"])
     cfg.dump(c, tmp_path / "out.toml")
     assert cfg.load(tmp_path / "out.toml") == c
-    assert c.learner.filters == (8, 8)
+    assert c.learner.networks.filters == (8, 8)
 
 
 def test_a_setting_of_the_wrong_kind_is_refused_not_converted(tmp_path):
@@ -111,13 +123,13 @@ def test_a_setting_of_the_wrong_kind_is_refused_not_converted(tmp_path):
                        r"got true$"):
         cfg.load(None, ["run.steps=true"])  # pydantic would make it 1 step
     path = tmp_path / "c.toml"
-    path.write_text("[game]\nvisible = 1\n[learner]\nfilters = [true, 8]\n")
+    path.write_text("[game]\nvisible = 1\n[learner.networks]\nfilters = [true, 8]\n")
     with pytest.raises(cfg.ConfigError) as err:
         cfg.load(path)
     assert str(err.value) == (f"invalid configuration:\n  game.visible (from {path}): takes true or false, got 1\n"
-                              f"  learner.filters (from {path}): takes numbers, got [True, 8]")
-    with pytest.raises(cfg.ConfigError, match=r"learner.filters.1 \(from --set\): Input should be greater than 0"):
-        cfg.load(None, ["learner.filters=[8, 0]"])  # a convolution of no filters
+                              f"  learner.networks.filters (from {path}): takes numbers, got [True, 8]")
+    with pytest.raises(cfg.ConfigError, match=r"learner.networks.filters.1 \(from --set\): Input should be greater than 0"):
+        cfg.load(None, ["learner.networks.filters=[8, 0]"])  # a convolution of no filters
     assert cfg.load(None, ["run.seed=1.0", "game.visible=true"]).run.seed == 1  # a whole number is a number
 
 
@@ -205,8 +217,8 @@ def test_nan_and_infinity_are_refused_with_their_key():
     with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: learner.target_entropy \(from --set\): "
                        r"Input should be a finite number, got nan$"):
         cfg.load(None, ["learner.target_entropy=nan"])
-    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb \(from --set\): Input should be a finite number"):
-        cfg.load(None, ["learner.replay_mb=inf"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.schedule.replay_mb \(from --set\): Input should be a finite number"):
+        cfg.load(None, ["learner.schedule.replay_mb=inf"])
 
 
 # ---------------------------------------------------------------- settings that contradict each other
@@ -225,18 +237,18 @@ def test_ring_not_larger_than_the_stack_names_both_keys_values_and_origins(tmp_p
 
 def test_a_batch_larger_than_the_replay_fails_at_load_with_what_the_replay_holds():
     frame = 64 * 64 * 3
-    assert replay_capacity(cfg.load(None, ["learner.replay_mb=1"])) == 2**20 // (frame + 64) == 84
+    assert replay_capacity(cfg.load(None, ["learner.schedule.replay_mb=1"])) == 2**20 // (frame + 64) == 84
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.load(None, ["learner.replay_mb=1", "learner.batch_size=512"])
+        cfg.load(None, ["learner.schedule.replay_mb=1", "learner.schedule.batch_size=512"])
     assert str(err.value) == (
-        "invalid configuration: learner.replay_mb = 1 holds 84 transitions of 64x64x3 frames; learner.batch_size = "
-        "512 needs at least 512: raise learner.replay_mb (to 6.1 or more) or lower learner.batch_size (from --set)")
-    assert replay_capacity(cfg.load(None, ["learner.replay_mb=6.1", "learner.batch_size=512"])) >= 512
+        "invalid configuration: learner.schedule.replay_mb = 1 holds 84 transitions of 64x64x3 frames; learner.schedule.batch_size = "
+        "512 needs at least 512: raise learner.schedule.replay_mb (to 6.1 or more) or lower learner.schedule.batch_size (from --set)")
+    assert replay_capacity(cfg.load(None, ["learner.schedule.replay_mb=6.1", "learner.schedule.batch_size=512"])) >= 512
     # a huge batch fails the same way at once, instead of allocating until the kernel kills the process
-    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb = 600 holds 50934 transitions of 64x64x3 frames; "
-                       r"learner.batch_size = 10000000000 needs .*\(from --set: learner.batch_size; defaults: "
-                       r"learner.replay_mb\)"):
-        cfg.load(None, ["learner.batch_size=10000000000"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.schedule.replay_mb = 600 holds 50934 transitions of 64x64x3 frames; "
+                       r"learner.schedule.batch_size = 10000000000 needs .*\(from --set: learner.schedule.batch_size; defaults: "
+                       r"learner.schedule.replay_mb\)"):
+        cfg.load(None, ["learner.schedule.batch_size=10000000000"])
     grey = cfg.load(None, ["observation.grayscale=true", "observation.width=32", "observation.height=32"])
     assert replay_capacity(grey) == int(600 * 2**20 / (32 * 32 + 64))
 
@@ -244,7 +256,7 @@ def test_a_batch_larger_than_the_replay_fails_at_load_with_what_the_replay_holds
 def test_replay_capacity_is_what_the_learner_allocates():
     from explorer.agent.replay import Replay
 
-    config = cfg.load(None, ["learner.replay_mb=0.5", "observation.grayscale=true", "observation.stack=4"])
+    config = cfg.load(None, ["learner.schedule.replay_mb=0.5", "observation.grayscale=true", "observation.stack=4"])
     frame = cfg.frame_shape(config.observation)
     assert frame == (64, 64, 1)
     assert Replay(frame, 4, 7, 0.5, 0).capacity == replay_capacity(config) == 126
@@ -265,15 +277,15 @@ def test_a_replay_too_small_for_one_transition_is_refused_and_the_smallest_allow
     from explorer.testing.fakes import FakeEnv, FakeScreen
 
     grey16 = ["observation.width=16", "observation.height=16", "observation.grayscale=true", "observation.stack=2",
-              "learner.n_step=1", "learner.action_repeat=5", "learner.batch_size=2", "learner.warmup_steps=0",
-              "learner.filters=[4]", "learner.hidden=8", "learner.feature=8", "novelty.signal=pixel"]
+              "learner.n_step=1", "learner.action_repeat=5", "learner.schedule.batch_size=2", "learner.schedule.warmup_steps=0",
+              "learner.networks.filters=[4]", "learner.networks.hidden=8", "learner.networks.feature=8", "novelty.signal=pixel"]
     bound = 2 * 2 + (1 + 1) * 5 - 1  # 13 frames
     per_frame = 16 * 16 + 64
-    with pytest.raises(cfg.ConfigError, match=r"learner.replay_mb = 0.0038147 holds 12 transitions of 16x16x1 "
+    with pytest.raises(cfg.ConfigError, match=r"learner.schedule.replay_mb = 0.0038147 holds 12 transitions of 16x16x1 "
                        r"frames, but one transition reaches back .* = 13 frames \(observation.stack = 2, "
                        r"learner.n_step = 1, learner.action_repeat = 5\), so no transition could be sampled"):
-        cfg.load(None, [*grey16, f"learner.replay_mb={(bound - 0.5) * per_frame / 2**20}"])
-    config = cfg.load(None, [*grey16, f"learner.replay_mb={(bound + 0.5) * per_frame / 2**20}"])
+        cfg.load(None, [*grey16, f"learner.schedule.replay_mb={(bound - 0.5) * per_frame / 2**20}"])
+    config = cfg.load(None, [*grey16, f"learner.schedule.replay_mb={(bound + 0.5) * per_frame / 2**20}"])
     agent = build_agent(config, (16, 16, 1))
     assert agent.replay.capacity == bound
     rng = np.random.default_rng(0)
@@ -297,17 +309,17 @@ def test_a_replay_too_small_for_one_transition_is_refused_and_the_smallest_allow
 def test_encoder_deeper_than_the_frames_allow_is_refused():
     assert [cfg.conv_layers_fitting(n) for n in (2, 3, 6, 7, 15, 16, 64)] == [0, 1, 1, 2, 3, 3, 5]
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.load(None, ["learner.filters=[8, 8, 8, 8, 8, 8]"])
+        cfg.load(None, ["learner.networks.filters=[8, 8, 8, 8, 8, 8]"])
     assert str(err.value) == (
-        "invalid configuration: learner.filters = [8, 8, 8, 8, 8, 8] asks for 6 convolutions (kernel 3, stride 2), "
+        "invalid configuration: learner.networks.filters = [8, 8, 8, 8, 8, 8] asks for 6 convolutions (kernel 3, stride 2), "
         "but frames of observation.height = 64 by observation.width = 64 pixels go through at most 5: drop entries "
-        "from learner.filters or raise observation.height and observation.width (from --set: learner.filters; "
+        "from learner.networks.filters or raise observation.height and observation.width (from --set: learner.networks.filters; "
         "defaults: observation.height, observation.width)")
-    assert cfg.load(None, ["learner.filters=[8, 8, 8, 8, 8]"]).learner.filters == (8,) * 5
+    assert cfg.load(None, ["learner.networks.filters=[8, 8, 8, 8, 8]"]).learner.networks.filters == (8,) * 5
 
 
 def test_novelty_cnn_on_tiny_frames_and_augment_beyond_the_picture_are_refused():
-    tiny = ["observation.width=6", "observation.height=6", "learner.filters=[4]"]
+    tiny = ["observation.width=6", "observation.height=6", "learner.networks.filters=[4]"]
     with pytest.raises(cfg.ConfigError, match=r"^invalid configuration: novelty.signal = rnd reads frames with a CNN "
                        r"of 2 convolutions .* needs at least 7 by 7 pixels, .*: raise them, or use novelty.signal = "
                        r"pixel or episodic \("):
@@ -315,9 +327,9 @@ def test_novelty_cnn_on_tiny_frames_and_augment_beyond_the_picture_are_refused()
     with pytest.raises(cfg.ConfigError, match="novelty.embedding = pooled reads frames .* use novelty.embedding = histogram"):
         cfg.load(None, [*tiny, "novelty.embedding=pooled"])
     assert cfg.load(None, tiny).novelty.embedding == "histogram"  # the default needs no CNN
-    with pytest.raises(cfg.ConfigError, match=r"learner.augment = 65 pads each picture by more than its size "
-                       r"\(observation.height = 64, observation.width = 64\): lower learner.augment to 64 or less"):
-        cfg.load(None, ["learner.augment=65"])
+    with pytest.raises(cfg.ConfigError, match=r"learner.networks.augment = 65 pads each picture by more than its size "
+                       r"\(observation.height = 64, observation.width = 64\): lower learner.networks.augment to 64 or less"):
+        cfg.load(None, ["learner.networks.augment=65"])
 
 
 def test_episodic_memory_that_excludes_everything_is_refused_only_where_it_is_used():
@@ -330,14 +342,14 @@ def test_episodic_memory_that_excludes_everything_is_refused_only_where_it_is_us
 
 def test_several_problems_are_listed_one_a_line():
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.load(None, ["ring.capacity=2", "learner.augment=100", "run.seed=x"])
+        cfg.load(None, ["ring.capacity=2", "learner.networks.augment=100", "run.seed=x"])
     # the wrong type stops validation before the checks across keys, and one problem is one line
     assert str(err.value).startswith("invalid configuration: run.seed (from --set): Input should be a valid integer")
     assert "\n" not in str(err.value)
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.load(None, ["ring.capacity=2", "learner.augment=100"])
+        cfg.load(None, ["ring.capacity=2", "learner.networks.augment=100"])
     lines = str(err.value).splitlines()
-    assert [line.split(" = ")[0] for line in lines] == ["invalid configuration:", "  ring.capacity", "  learner.augment"]
+    assert [line.split(" = ")[0] for line in lines] == ["invalid configuration:", "  ring.capacity", "  learner.networks.augment"]
 
 
 def test_the_memory_estimate_counts_the_largest_buffers_and_refuses_what_does_not_fit():
@@ -350,7 +362,7 @@ def test_the_memory_estimate_counts_the_largest_buffers_and_refuses_what_does_no
     # the default shares the critic's encoder with the actor: two encoder passes, three encoder copies (Adam: x3)
     assert need["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 2 * first_conv)
     assert need["networks"] == 4 * (7 * 7 * 32 * 128 * 4 + 256**2 * 11)
-    separate = memory_needed(config.replace(**{"learner.shared_encoder": False}))
+    separate = memory_needed(config.replace(**{"learner.networks.shared_encoder": False}))
     assert separate["batch"] == 32 * (2 * 64 * 64 * 9 * 5 + 4 * 4 * first_conv)
     assert separate["networks"] == 4 * (7 * 7 * 32 * 128 * 7 + 256**2 * 11)
     assert need["novelty"] == 1024 * 216 * 4 and need["record"] == 0
@@ -358,15 +370,15 @@ def test_the_memory_estimate_counts_the_largest_buffers_and_refuses_what_does_no
     with pytest.raises(cfg.ConfigError) as err:
         check_memory(config, available=sum(need.values()) - 1)
     assert str(err.value) == ("this run needs at least 0.6 GiB of memory but 0.6 GiB are free: replay 0.6 GiB "
-                              "(learner.replay_mb = 600); batch 0.0 GiB (learner.batch_size = 32); lower "
-                              "learner.replay_mb or learner.batch_size, or free memory")
+                              "(learner.schedule.replay_mb = 600); batch 0.0 GiB (learner.schedule.batch_size = 32); lower "
+                              "learner.schedule.replay_mb or learner.schedule.batch_size, or free memory")
     with pytest.raises(cfg.ConfigError) as err:
-        check_memory(config.replace(**{"learner.replay_mb": 8000.0}), available=4 * 2**30)
+        check_memory(config.replace(**{"learner.schedule.replay_mb": 8000.0}), available=4 * 2**30)
     assert str(err.value) == ("this run needs at least 7.8 GiB of memory but 4.0 GiB are free: replay 7.8 GiB "
-                              "(learner.replay_mb = 8000); lower learner.replay_mb, or free memory")
-    with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.hidden = 60000, learner.feature = 128\); "
-                       r"lower learner.hidden or learner.feature, or free memory$"):
-        check_memory(config.replace(**{"learner.hidden": 60000}), available=4 * 2**30)
+                              "(learner.schedule.replay_mb = 8000); lower learner.schedule.replay_mb, or free memory")
+    with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.networks.hidden = 60000, learner.networks.feature = 128\); "
+                       r"lower learner.networks.hidden or learner.networks.feature, or free memory$"):
+        check_memory(config.replace(**{"learner.networks.hidden": 60000}), available=4 * 2**30)
 
 
 def test_a_config_loads_whatever_memory_is_free(monkeypatch):
@@ -376,10 +388,10 @@ def test_a_config_loads_whatever_memory_is_free(monkeypatch):
         raise AssertionError("loading a config asked the machine for its free memory")
 
     monkeypatch.setattr(psutil, "virtual_memory", no_probe)
-    assert cfg.load(None, []).learner.replay_mb == 600
-    big = cfg.load(None, ["learner.replay_mb=1500000", "learner.batch_size=1000", "learner.hidden=60000"])
-    assert (big.learner.replay_mb, big.learner.hidden) == (1500000, 60000)
-    assert big.replace(**{"run.steps": 10}).learner.replay_mb == 1500000
+    assert cfg.load(None, []).learner.schedule.replay_mb == 600
+    big = cfg.load(None, ["learner.schedule.replay_mb=1500000", "learner.schedule.batch_size=1000", "learner.networks.hidden=60000"])
+    assert (big.learner.schedule.replay_mb, big.learner.networks.hidden) == (1500000, 60000)
+    assert big.replace(**{"run.steps": 10}).learner.schedule.replay_mb == 1500000
 
 
 def test_the_free_memory_is_what_the_machine_reports(monkeypatch):
@@ -394,29 +406,29 @@ def test_the_free_memory_is_what_the_machine_reports(monkeypatch):
     assert memory.free_memory() == 3 * 2**30
     memory.check_memory(cfg.Config())  # 0.6 GiB fit in 3 GiB
     with pytest.raises(cfg.ConfigError, match=r"^this run needs at least 3.9 GiB of memory but 3.0 GiB are free: "):
-        memory.check_memory(cfg.load(None, ["learner.replay_mb=3500", "learner.batch_size=1000"]))
+        memory.check_memory(cfg.load(None, ["learner.schedule.replay_mb=3500", "learner.schedule.batch_size=1000"]))
 
 
 def test_an_explore_run_that_cannot_learn_is_warned_about_not_refused():
     assert cfg.explore_warnings(cfg.Config()) == []
     (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=160"]))
-    assert warning == ("run.steps = 160 ends before learner.warmup_steps = 1000: the actor never acts and nothing is "
+    assert warning == ("run.steps = 160 ends before learner.schedule.warmup_steps = 1000: the actor never acts and nothing is "
                        "learned, so this run measures the warm-up's random sticks; raise run.steps or lower "
-                       "learner.warmup_steps")
-    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=1500", "learner.batch_size=400",
+                       "learner.schedule.warmup_steps")
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=1500", "learner.schedule.batch_size=400",
                                                       "learner.action_repeat=4"]))
     assert warning.startswith("run.steps = 1500 ends before the first update")
     assert cfg.explore_warnings(cfg.load(None, ["run.steps=160", "run.agent=sticky"])) == []
-    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=3000", "learner.update_every=4000"]))
-    assert warning == ("learner.update_every = 4000 puts the first update at step 4000, after run.steps = 3000: "
-                       "nothing is learned; lower learner.update_every or raise run.steps")
-    assert cfg.explore_warnings(cfg.load(None, ["run.steps=4000", "learner.update_every=4000"])) == []
+    (warning,) = cfg.explore_warnings(cfg.load(None, ["run.steps=3000", "learner.schedule.update_every=4000"]))
+    assert warning == ("learner.schedule.update_every = 4000 puts the first update at step 4000, after run.steps = 3000: "
+                       "nothing is learned; lower learner.schedule.update_every or raise run.steps")
+    assert cfg.explore_warnings(cfg.load(None, ["run.steps=4000", "learner.schedule.update_every=4000"])) == []
     # a replay too short to reach the first update learns nothing either
     assert cfg.replay_warnings(cfg.Config(), 303) == [
-        "replaying 303 recorded steps ends before the first update, at step 1000 (learner.warmup_steps = 1000, "
-        "learner.batch_size = 32, learner.update_every = 1): nothing is learned; lower learner.warmup_steps, or "
+        "replaying 303 recorded steps ends before the first update, at step 1000 (learner.schedule.warmup_steps = 1000, "
+        "learner.schedule.batch_size = 32, learner.schedule.update_every = 1): nothing is learned; lower learner.schedule.warmup_steps, or "
         "replay more (--epochs, more sessions)"]
-    assert cfg.replay_warnings(cfg.load(None, ["learner.warmup_steps=100"]), 303) == []
+    assert cfg.replay_warnings(cfg.load(None, ["learner.schedule.warmup_steps=100"]), 303) == []
 
 
 @pytest.mark.parametrize("key", ["learner.seed", "novelty.seed"])

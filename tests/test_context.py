@@ -1,4 +1,4 @@
-"""The context input: its layout, the view rarity (learner.view_strips) and its checkpoint state."""
+"""The context input: its layout, the view rarity (learner.networks.view_strips) and its checkpoint state."""
 
 from __future__ import annotations
 

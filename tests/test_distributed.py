@@ -20,8 +20,8 @@ from explorer.config import load  # noqa: E402
 from explorer.run.explore import explore  # noqa: E402
 
 TINY = ["game.name=synthetic", "game.episode_steps=60", "observation.height=16", "observation.width=16",
-        "learner.batch_size=8", "learner.filters=[4]", "learner.hidden=16", "learner.feature=16",
-        "learner.replay_mb=4", "learner.warmup_steps=60", "learner.publish_every=2", "learner.update_every=2",
+        "learner.schedule.batch_size=8", "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16",
+        "learner.schedule.replay_mb=4", "learner.schedule.warmup_steps=60", "learner.schedule.publish_every=2", "learner.schedule.update_every=2",
         "novelty.signal=pixel", "run.ship_steps=30", "run.log_every=60", "run.worker_cpus=0.5"]
 NICENESS = "RAY_worker_niceness"  # Ray's setting, spelt as Ray reads it
 
@@ -144,11 +144,11 @@ class Holds:
 def two_worker_run(cluster, tmp_path_factory):
     """A run of two workers, worker 1's process killed once it has delivered a batch (see :class:`Holds`).
 
-    ``learner.lag_steps`` is small: the workers wait for the learner to keep its update-to-data ratio, so
+    ``learner.schedule.lag_steps`` is small: the workers wait for the learner to keep its update-to-data ratio, so
     the weights change with the steps however slowly the learner trains.
     """
     out = tmp_path_factory.mktemp("runs")
-    config = load(None, [*TINY, "run.workers=2", f"run.steps={STEPS}", "learner.lag_steps=4", f"run.dir={str(out)!r}"])
+    config = load(None, [*TINY, "run.workers=2", f"run.steps={STEPS}", "learner.schedule.lag_steps=4", f"run.dir={str(out)!r}"])
     holds = Holds()
     holds.watch.start()
     try:
@@ -213,7 +213,7 @@ def test_a_multi_worker_run_writes_metrics_per_worker_and_a_checkpoint(two_worke
 
 def test_a_multi_worker_run_resumes_from_its_checkpoint_with_another_number_of_workers(two_worker_run, capsys):
     first, _ = two_worker_run
-    # Batches of 10 steps: the learner keeps its ratio (learner.lag_steps) between grants, so it trains on
+    # Batches of 10 steps: the learner keeps its ratio (learner.schedule.lag_steps) between grants, so it trains on
     # this session's data before the run ends, however slowly
     code = cli.main(["explore", "--resume", first["run_dir"], "--steps", str(STEPS + 90), "--workers", "3", "--no-progress",
                      "--set", "run.worker_cpus=0.3", "--set", "run.ship_steps=10"])

@@ -270,7 +270,7 @@ needs_mount = pytest.mark.skipif(not _can_mount(), reason="needs unprivileged mo
 def test_the_game_runs_from_a_read_only_working_folder(tmp_path):
     out = tmp_path / "runs"
     explore = in_read_only_folder(tmp_path / "ro", sys.executable, "-m", "explorer.cli", "explore", "--steps", "20",
-                                  "--no-progress", "--out", str(out), "--set", "learner.warmup_steps=10")
+                                  "--no-progress", "--out", str(out), "--set", "learner.schedule.warmup_steps=10")
     assert explore.returncode == 0, explore.stderr[-2000:]  # the engine used to crash there (exit code 139)
     (run,) = out.iterdir()
     assert json.loads((run / "summary.json").read_text())["steps"] == 20

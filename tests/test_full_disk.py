@@ -60,8 +60,8 @@ def test_a_disk_that_fills_before_the_first_checkpoint_leaves_no_half_run(tmp_pa
     assert rc == 1 and "Traceback" not in err
     line = last_line(err)
     assert line.startswith(f"explorer: could not write the checkpoint of step 10 in {disk}/")
-    assert line.endswith(": No space left on device. Each checkpoint holds the replay (up to learner.replay_mb MiB); "
-                         "free space there, or lower learner.replay_mb. No checkpoint of this run was written before, "
+    assert line.endswith(": No space left on device. Each checkpoint holds the replay (up to learner.schedule.replay_mb MiB); "
+                         "free space there, or lower learner.schedule.replay_mb. No checkpoint of this run was written before, "
                          "so it cannot be resumed: start it again once there is space")
     assert left == []
 

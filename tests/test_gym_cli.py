@@ -13,9 +13,9 @@ from explorer import cli
 
 pytest.importorskip("gymnasium")
 
-SMALL = ["--no-progress", "--set", "learner.warmup_steps=60", "--set", "learner.batch_size=8",
-         "--set", "learner.filters=[4]", "--set", "learner.hidden=16", "--set", "learner.feature=16",
-         "--set", "learner.replay_mb=2", "--set", "run.log_every=50"]
+SMALL = ["--no-progress", "--set", "learner.schedule.warmup_steps=60", "--set", "learner.schedule.batch_size=8",
+         "--set", "learner.networks.filters=[4]", "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16",
+         "--set", "learner.schedule.replay_mb=2", "--set", "run.log_every=50"]
 
 
 def explore(out, *args: str) -> dict:
@@ -74,7 +74,7 @@ def test_a_game_without_positions_is_measured_in_frame_cells_and_says_so(tmp_pat
 ])
 def test_a_bad_mapping_or_a_missing_module_is_one_line_and_leaves_nothing(tmp_path, capsys, sets, line):
     out = tmp_path / "runs"
-    code = cli.main(["explore", "--steps", "100", "--out", str(out), *SMALL, "--set", "learner.warmup_steps=10",
+    code = cli.main(["explore", "--steps", "100", "--out", str(out), *SMALL, "--set", "learner.schedule.warmup_steps=10",
                      "--set", "game.name=gym", *(a for s in sets for a in ("--set", s))])
     assert code == 1
     err = capsys.readouterr().err

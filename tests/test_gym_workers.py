@@ -18,9 +18,9 @@ from test_gym_env import Corridor  # noqa: E402  (the corridor of the env tests,
 
 from explorer.envs.gym.positions import FRAME_CELL_LABEL, FrameCell, Position  # noqa: E402
 
-TINY = ["game.name=gym", "observation.height=16", "observation.width=16", "learner.batch_size=8",
-        "learner.filters=[4]", "learner.hidden=16", "learner.feature=16", "learner.replay_mb=4",
-        "novelty.signal=pixel", "learner.warmup_steps=1000"]
+TINY = ["game.name=gym", "observation.height=16", "observation.width=16", "learner.schedule.batch_size=8",
+        "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16", "learner.schedule.replay_mb=4",
+        "novelty.signal=pixel", "learner.schedule.warmup_steps=1000"]
 CORRIDOR = "explorer-tests/Corridor-v0"
 
 

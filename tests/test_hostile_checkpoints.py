@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.config import Config, LearnerConfig, NoveltyConfig, dump
+from explorer.config import Config, dump
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:
@@ -21,14 +21,15 @@ def one_line(err: pytest.ExceptionInfo) -> str:
 
 # ---------------------------------------------------------------- checkpoints
 
-SMALL = dict(batch_size=8, warmup_steps=16, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
+SMALL = {"learner.schedule.batch_size": 8, "learner.schedule.warmup_steps": 16, "learner.schedule.update_every": 1, "learner.schedule.replay_mb": 1.0,
+         "learner.networks.filters": (4,), "learner.networks.feature": 16, "learner.networks.hidden": 16}
 FRAME = (12, 12, 3)
 
 
 def small_agent(buttons=("a",)):
     from explorer.run.builder import build_agent
 
-    config = Config().model_copy(update={"learner": LearnerConfig(**SMALL), "novelty": NoveltyConfig(signal="pixel")})
+    config = Config().replace(**SMALL, **{"novelty.signal": "pixel"})
     config = config.replace(**{"pad.buttons": list(buttons)})
     return build_agent(config, FRAME), config
 
@@ -145,12 +146,12 @@ def test_a_mismatch_names_the_settings_that_differ_from_its_run_or_says_none_doe
     from explorer.run.builder import build_agent
 
     _, config = small_agent()
-    wider = config.replace(**{"learner.hidden": 24})
+    wider = config.replace(**{"learner.networks.hidden": 24})
     with pytest.raises(CheckpointError) as err:
         build_agent(wider, FRAME).checkpointer(saved_run / "checkpoints").restore()
     message = one_line(err)
-    assert "was trained with learner.hidden = 16 (the settings in use have 24)" in message
-    assert "--set 'learner.hidden=16'" in message and "network sizes" not in message
+    assert "was trained with learner.networks.hidden = 16 (the settings in use have 24)" in message
+    assert "--set 'learner.networks.hidden=16'" in message and "network sizes" not in message
     run = tmp_path / "run"
     shutil.copytree(saved_run, run)
     dump(wider, run / "config.toml")  # its config.toml edited after the run: nothing tells the settings apart

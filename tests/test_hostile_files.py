@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.config import Config, ConfigError, LearnerConfig, load
+from explorer.config import Config, ConfigError, LearnerConfig, NetworksConfig, load
 from explorer.envs.sessions.format import SessionError
 from explorer.envs.sessions.reader import Session
 from explorer.envs.sessions.writer import Recorder, RecorderError
@@ -226,8 +226,8 @@ def test_sessions_lists_the_good_ones_a_line_for_each_bad_one_and_the_buttons(tm
 # ---------------------------------------------------------------- replay: buttons and recorded actions
 
 def small_config(*overrides: str) -> Config:
-    return load(None, ["learner.warmup_steps=0", "learner.batch_size=8", "learner.replay_mb=1",
-                       "learner.filters=[8, 8]", "learner.feature=16", "learner.hidden=32",
+    return load(None, ["learner.schedule.warmup_steps=0", "learner.schedule.batch_size=8", "learner.schedule.replay_mb=1",
+                       "learner.networks.filters=[8, 8]", "learner.networks.feature=16", "learner.networks.hidden=32",
                        "observation.width=16", "observation.height=16", *overrides])
 
 
@@ -269,12 +269,12 @@ def test_a_step_without_an_action_mid_episode_stops_replay_as_damaged_data_not_a
 
 def test_view_strips_without_context_or_wider_than_the_frames_are_refused_at_load():
     with pytest.raises(ConfigError) as err:
-        load(None, ["learner.view_strips=4", "learner.context=false"])
-    assert one_line(err).count("learner.view_strips = 4 feeds the strips through the context") == 1
-    assert "learner.context = true" in str(err.value)
-    with pytest.raises(ConfigError, match="learner.view_strips = 20 splits frames 16 pixels wide into more strips"):
-        load(None, ["learner.view_strips=20", "observation.width=16"])
-    assert load(None, ["learner.view_strips=16", "observation.width=16"]).learner.view_strips == 16
+        load(None, ["learner.networks.view_strips=4", "learner.networks.context=false"])
+    assert one_line(err).count("learner.networks.view_strips = 4 feeds the strips through the context") == 1
+    assert "learner.networks.context = true" in str(err.value)
+    with pytest.raises(ConfigError, match="learner.networks.view_strips = 20 splits frames 16 pixels wide into more strips"):
+        load(None, ["learner.networks.view_strips=20", "observation.width=16"])
+    assert load(None, ["learner.networks.view_strips=16", "observation.width=16"]).learner.networks.view_strips == 16
     from explorer.config import check_replay
     with pytest.raises(ConfigError, match="splits frames 8 pixels wide"):  # a replay's frames are the sessions'
-        check_replay((16, 8, 3), 3, LearnerConfig(view_strips=12))
+        check_replay((16, 8, 3), 3, LearnerConfig(networks=NetworksConfig(view_strips=12)))

@@ -23,22 +23,28 @@ from explorer.run.observers import Training
 
 SHAPE = (2, 16, 16, 1)  # k, H, W, C
 # No action prior and the whole pad: the learning test must find "walk forward" by itself.
-SMALL = dict(filters=(8, 8), feature=32, hidden=64, batch_size=32, warmup_steps=100, update_every=1,
-             replay_mb=8.0, seed=3, action_prior=(0.0, 0.0, 0.0, 0.0),
-             action_low=(-1.0, -1.0, -1.0, -1.0), action_high=(1.0, 1.0, 1.0, 1.0))
+SMALL = {"learner.networks.filters": (8, 8), "learner.networks.feature": 32, "learner.networks.hidden": 64, "learner.schedule.batch_size": 32,
+         "learner.schedule.warmup_steps": 100, "learner.schedule.update_every": 1, "learner.schedule.replay_mb": 8.0, "learner.seed": 3,
+         "learner.actions.action_prior": (0.0, 0.0, 0.0, 0.0), "learner.actions.action_low": (-1.0, -1.0, -1.0, -1.0),
+         "learner.actions.action_high": (1.0, 1.0, 1.0, 1.0)}
 
 
 def make(learner: dict | None = None, novelty: NoveltyConfig | None = None, episode_steps: int = 525,
          buttons: tuple[str, ...] = (), tap_gap: int = 0, **kw):
-    """The learning agent (explorer.run.builder) for SHAPE frames with SMALL networks; sticks only unless
-    ``buttons`` (tests/test_buttons.py covers the buttons)."""
+    """The learning agent (explorer.run.builder) for SHAPE frames with SMALL networks and the ``learner``
+    settings (dotted keys); sticks only unless ``buttons`` (tests/test_buttons.py covers the buttons)."""
     base = Config()
     config = base.model_copy(update={
         "pad": base.pad.model_copy(update={"buttons": buttons, "tap_gap": tap_gap}),
-        "learner": LearnerConfig(**{**SMALL, **(learner or {})}), "novelty": novelty or NoveltyConfig(),
+        "learner": learner_config({**SMALL, **(learner or {})}), "novelty": novelty or NoveltyConfig(),
         "observation": base.observation.model_copy(update={"stack": SHAPE[0]}),
         "game": base.game.model_copy(update={"episode_steps": episode_steps})})
     return build_agent(config, SHAPE[1:], **kw)
+
+
+def learner_config(settings: dict) -> LearnerConfig:
+    """The learner section of ``settings`` (dotted keys, ``{"learner.n_step": 2}``) over the defaults."""
+    return Config().replace(**settings).learner
 
 
 class WalkEnv:
@@ -148,7 +154,7 @@ def test_shift_crop_by_hand():
 
 
 def test_n_step_returns_in_replay():
-    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 2}, episode_steps=4)
+    agent = make({"learner.schedule.warmup_steps": 10_000, "learner.gamma": 0.5, "learner.n_step": 2}, episode_steps=4)
     _, rewards = play(agent, WalkEnv(episode_steps=4, recorded=[[0, 0, 0, 1]] * 4), 4)
     r = agent.replay
     assert r.written == 4
@@ -184,7 +190,7 @@ def test_a_truncated_episode_bootstraps_and_an_ended_one_does_not():
 
 
 def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
-    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1, "action_repeat": 3}, episode_steps=7)
+    agent = make({"learner.schedule.warmup_steps": 10_000, "learner.gamma": 0.5, "learner.n_step": 1, "learner.action_repeat": 3}, episode_steps=7)
     env = WalkEnv(episode_steps=7)
     actions, rewards = play(agent, env, 7)
     # decisions at steps 0, 3 and 6 (the episode's end cuts the third short)
@@ -206,7 +212,7 @@ def test_action_repeat_holds_each_decision_and_replays_it_as_one_transition():
 
 
 def test_recorded_decisions_are_replayed_where_they_were_recorded():
-    agent = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 2, "action_repeat": 4}, episode_steps=3)
+    agent = make({"learner.schedule.warmup_steps": 10_000, "learner.gamma": 0.5, "learner.n_step": 2, "learner.action_repeat": 4}, episode_steps=3)
     # a decision held for two steps, then another; the same action twice is still two decisions when so recorded
     recorded = [[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0]]
     env = WalkEnv(episode_steps=3, recorded=recorded, starts=[True, False, True], ends=[False, True, True])
@@ -217,7 +223,7 @@ def test_recorded_decisions_are_replayed_where_they_were_recorded():
     np.testing.assert_allclose(r.discount[:2], [0.0, 0.0])
     np.testing.assert_array_equal(r.action[:2], [recorded[0], recorded[2]])
 
-    split = make({"warmup_steps": 10_000, "gamma": 0.5, "n_step": 1}, episode_steps=3)
+    split = make({"learner.schedule.warmup_steps": 10_000, "learner.gamma": 0.5, "learner.n_step": 1}, episode_steps=3)
     env = WalkEnv(episode_steps=3, recorded=[[0, 0, 0, 1]] * 3)  # flags absent: every step its own decision
     _, rewards = play(split, env, 3)
     assert split.replay.written == 3
@@ -227,7 +233,7 @@ def test_recorded_decisions_are_replayed_where_they_were_recorded():
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo, shared):
-    learner = make({"algo": algo, "shared_encoder": shared}).learner
+    learner = make({"learner.algo": algo, "learner.networks.shared_encoder": shared}).learner
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"])
     variables = learner.actor.trainable_variables
@@ -242,7 +248,7 @@ def test_every_policy_variable_gets_a_finite_nonzero_gradient(algo, shared):
 
 
 def test_shared_encoder_actor_head_gets_gradients_and_the_encoder_learns_from_the_critic():
-    agent = make({"shared_encoder": True, "augment": 2})
+    agent = make({"learner.networks.shared_encoder": True, "learner.networks.augment": 2})
     learner = agent.learner
     batch = learner.dummy_batch()
     features = learner.encoder(batch["obs"])
@@ -275,12 +281,12 @@ def test_learner_refuses_a_broken_path():
             q = tf.reduce_min(self.heads([features, hard, ctx]), -1)
             return -tf.reduce_mean(q), {}
 
-    agent = make({"shared_encoder": False})
+    agent = make({"learner.networks.shared_encoder": False})
     with pytest.raises(GradientPathError, match="actor loss(.|\n)*actor_encoder_conv0/kernel(.|\n)*argmax"):
-        ArgmaxLearner(LearnerConfig(**SMALL, shared_encoder=False), (16, 16, 2), agent.context.dim, agent.replay)
+        ArgmaxLearner(learner_config({**SMALL, "learner.networks.shared_encoder": False}), (16, 16, 2), agent.context.dim, agent.replay)
 
 
-@pytest.mark.parametrize("variant", [{"shared_encoder": False}, {"shared_encoder": True, "augment": 2}])
+@pytest.mark.parametrize("variant", [{"learner.networks.shared_encoder": False}, {"learner.networks.shared_encoder": True, "learner.networks.augment": 2}])
 def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     agent = make(variant, NoveltyConfig(embedding="pooled", knn=1, exclude_recent=0), episode_steps=50)
     actions, _ = play(agent, WalkEnv(), 500)
@@ -290,10 +296,10 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
     assert np.mean(early[:, 3] > 0.2) < 0.5
 
 
-@pytest.mark.parametrize("extra", [{}, {"action_repeat": 3}, {"view_strips": 4},
-                                   {"plan_candidates": 4, "action_repeat": 2}])
+@pytest.mark.parametrize("extra", [{}, {"learner.action_repeat": 3}, {"learner.networks.view_strips": 4},
+                                   {"learner.actions.plan_candidates": 4, "learner.action_repeat": 2}])
 def test_resume_gives_the_same_next_action(tmp_path, extra):
-    learner = {"warmup_steps": 50, **extra}
+    learner = {"learner.schedule.warmup_steps": 50, **extra}
     agent = make(learner, episode_steps=50)
     env = WalkEnv()
     play(agent, env, 122)  # with repeat 3: one step into a held decision (episodes restart at 100)
@@ -316,7 +322,7 @@ def test_resume_gives_the_same_next_action(tmp_path, extra):
 
 def test_action_prior_centres_the_warm_up_sticks_and_the_untrained_policy():
     prior = (0.0, -0.3, 0.0, 0.6)
-    agent = make({"warmup_steps": 2000, "action_prior": prior})
+    agent = make({"learner.schedule.warmup_steps": 2000, "learner.actions.action_prior": prior})
     obs = np.zeros(SHAPE, np.uint8)
     step = Step(tf.constant(obs), first=True)
     warm = np.array([agent.actor.act(step) for _ in range(2000)])
@@ -331,15 +337,16 @@ def test_action_prior_centres_the_warm_up_sticks_and_the_untrained_policy():
 
 def test_stick_range_maps_the_policy_and_the_prior_onto_it():
     """walk y in [0, 1] (never backwards) and camera x in [-0.5, 0.5], prior walk y 0.75 (squashed: 0.5)."""
-    rng = dict(action_low=(-0.5, -1.0, -1.0, 0.0), action_high=(0.5, 1.0, 1.0, 1.0), action_prior=(0.0, 0.0, 0.0, 0.75))
-    sticks = StickRange(LearnerConfig(**{**SMALL, **rng}))
+    rng = {"learner.actions.action_low": (-0.5, -1.0, -1.0, 0.0), "learner.actions.action_high": (0.5, 1.0, 1.0, 1.0),
+           "learner.actions.action_prior": (0.0, 0.0, 0.0, 0.75)}
+    sticks = StickRange(learner_config({**SMALL, **rng}))
     np.testing.assert_allclose(sticks.prior, [0.0, 0.0, 0.0, 0.5], atol=1e-7)
     np.testing.assert_allclose(sticks(np.array([-1.0, -1.0, 0.0, -1.0])), [-0.5, -1.0, 0.0, 0.0], atol=1e-7)
     np.testing.assert_allclose(sticks(tf.constant([1.0, 0.5, 1.0, 0.0])).numpy(), [0.5, 0.5, 1.0, 0.5], atol=1e-7)
     full = np.array([0.3, -0.7, 0.9, 0.1], np.float32)
-    assert StickRange(LearnerConfig(**SMALL))(full) is full  # the full range changes nothing
+    assert StickRange(learner_config(SMALL))(full) is full  # the full range changes nothing
 
-    agent = make({**rng, "warmup_steps": 300})
+    agent = make({**rng, "learner.schedule.warmup_steps": 300})
     obs = np.zeros(SHAPE, np.uint8)
     step = Step(tf.constant(obs), first=True)
     acted = np.array([agent.actor.act(step) for _ in range(300)])  # warm-up sticks
@@ -375,8 +382,8 @@ def _state(learner: Learner, rng: bool = True) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_xla_update_starts_where_the_graph_update_does_and_trains(algo):
-    graph = make({"algo": algo}).learner
-    xla = make({"algo": algo, "xla": True}).learner
+    graph = make({"learner.algo": algo}).learner
+    xla = make({"learner.algo": algo, "learner.xla": True}).learner
     # compiling (one call on a dummy batch at build) leaves every variable as it was built
     built, compiled = _state(graph), _state(xla)
     assert built.keys() == compiled.keys() and len(built) > 40
@@ -411,7 +418,7 @@ def test_xla_nan_loss_is_the_same_one_line_error_and_nothing_after_it_is_applied
             loss, metrics = actor_loss(self, *args)
             return loss + np.inf, metrics
         monkeypatch.setattr(Learner, "actor_loss", infinite)
-    learner = make({"xla": True}).learner
+    learner = make({"learner.xla": True}).learner
     batch = {k: v.numpy() for k, v in learner.dummy_batch().items()}
     if check == "critic loss":
         learner.train(batch)
@@ -438,7 +445,7 @@ def test_xla_nan_loss_is_the_same_one_line_error_and_nothing_after_it_is_applied
 
 
 def test_random_options_hold_random_sticks_for_their_decisions_and_survive_a_checkpoint():
-    agent = make({"warmup_steps": 0, "random_options": 0.2, "option_steps": 5, "noise_rho": 0.0})
+    agent = make({"learner.schedule.warmup_steps": 0, "learner.actions.random_options": 0.2, "learner.actions.option_steps": 5, "learner.actions.noise_rho": 0.0})
     step = Step(tf.constant(np.zeros(SHAPE, np.uint8)), first=False)
     agent.actor.new_episode = False  # one long episode (act() alone never ends one)
     acts = np.array([agent.actor.act(step) for _ in range(400)])
@@ -454,23 +461,23 @@ def test_random_options_hold_random_sticks_for_their_decisions_and_survive_a_che
     assert options and all(r % 5 == 0 for r in options)  # held for option_steps decisions (back to back: 10, 15)
     share = sum(options) / len(acts)
     assert 0.3 < share < 0.8  # 0.2 per decision, 5 decisions each: about half the steps
-    lo, hi = np.array(SMALL["action_low"]), np.array(SMALL["action_high"])
+    lo, hi = np.array(SMALL["learner.actions.action_low"]), np.array(SMALL["learner.actions.action_high"])
     assert (acts >= lo).all() and (acts <= hi).all()
     agent.actor.option_left = 3
     state = agent.actor.state()
-    fresh = make({"warmup_steps": 0, "random_options": 0.2, "option_steps": 5})
+    fresh = make({"learner.schedule.warmup_steps": 0, "learner.actions.random_options": 0.2, "learner.actions.option_steps": 5})
     fresh.actor.load(state)
     assert fresh.actor.option_left == 3 and np.array_equal(fresh.actor.option, agent.actor.option)
     del state["option"], state["option_left"]  # a checkpoint from before random options
     fresh.actor.load(state)
     assert fresh.actor.option is None and fresh.actor.option_left == 0
-    off = make({"warmup_steps": 0, "noise_rho": 0.0})
+    off = make({"learner.schedule.warmup_steps": 0, "learner.actions.noise_rho": 0.0})
     off.actor.new_episode = False
     acts = np.array([off.actor.act(step) for _ in range(100)])
     assert not np.any(np.all(acts[1:] == acts[:-1], axis=1))  # off: the policy decides every step
 
 
-# ---------------------------------------------------------------- the planner (learner.plan_candidates)
+# ---------------------------------------------------------------- the planner (learner.actions.plan_candidates)
 
 class GreyWalkEnv(WalkEnv):
     """WalkEnv whose every place is one grey level: the colour histogram tells places apart."""
@@ -483,20 +490,20 @@ def test_the_planner_alone_learns_to_walk_where_the_picture_is_new():
     # The policy barely learns (a tiny actor step size): whatever walks forward more often after the
     # warm-up is the planner's choice among random draws, from its model of the frame one decision on.
     novelty = NoveltyConfig(histogram_bins=16, knn=1, exclude_recent=0)
-    agent = make({"plan_candidates": 8, "action_repeat": 2, "actor_lr": 1e-9}, novelty, episode_steps=50)
+    agent = make({"learner.actions.plan_candidates": 8, "learner.action_repeat": 2, "learner.actor_lr": 1e-9}, novelty, episode_steps=50)
     actions, _ = play(agent, GreyWalkEnv(), 800)
     planned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
     metrics = agent.learner.step()
     assert np.isfinite(metrics["model_loss"]) and metrics["model_loss"] >= 0
 
-    alone = make({"action_repeat": 2, "actor_lr": 1e-9}, novelty, episode_steps=50)
+    alone = make({"learner.action_repeat": 2, "learner.actor_lr": 1e-9}, novelty, episode_steps=50)
     actions, _ = play(alone, GreyWalkEnv(), 800)
     unplanned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
     assert planned > 0.65 and unplanned < 0.55, (planned, unplanned)
 
 
 def test_the_planner_sends_the_candidate_it_scores_farthest_from_the_episode():
-    agent = make({"plan_candidates": 5, "warmup_steps": 0})
+    agent = make({"learner.actions.plan_candidates": 5, "learner.schedule.warmup_steps": 0})
     seen = {}
     scores = agent.actor._plan_scores
 
@@ -521,6 +528,6 @@ def test_the_planner_needs_the_episodic_memory_and_the_shared_encoder():
     from explorer.config import ConfigError, load
 
     with pytest.raises(ConfigError, match="novelty.signal = episodic"):
-        load(None, ["learner.plan_candidates=4", "novelty.signal=rnd"])
+        load(None, ["learner.actions.plan_candidates=4", "novelty.signal=rnd"])
     with pytest.raises(ConfigError, match="shared_encoder"):
-        load(None, ["learner.plan_candidates=4", "learner.shared_encoder=false"])
+        load(None, ["learner.actions.plan_candidates=4", "learner.networks.shared_encoder=false"])

@@ -55,7 +55,7 @@ def test_play_dry_run_captures_at_the_configured_rate(doom_window, tmp_path):
     region = find_window("vizdoom")
     rc = cli.main(["play", "--dry-run", "--region", f"{region.left},{region.top},256,200", "--seconds", "2",
                    "--out", str(tmp_path), "--set", "control.countdown_s=0", "--set", "capture.fps=20",
-                   "--set", "control.hz=20", "--set", "learner.filters=[8, 8]", "--set", "learner.hidden=32", "--set", "learner.feature=32"])
+                   "--set", "control.hz=20", "--set", "learner.networks.filters=[8, 8]", "--set", "learner.networks.hidden=32", "--set", "learner.networks.feature=32"])
     assert rc == 0
     (run,) = list(tmp_path.iterdir())
     summary = json.loads((run / "summary.json").read_text())

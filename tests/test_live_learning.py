@@ -13,7 +13,7 @@ from explorer import cli
 from explorer.agent.checkpoint import CheckpointError
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, ThreadedLearner
-from explorer.config import Config, LearnerConfig, NoveltyConfig, load
+from explorer.config import Config, load
 from explorer.core import Step
 from explorer.envs.live.env import LiveEnv
 from explorer.run.builder import build_agent
@@ -23,12 +23,12 @@ from explorer.timing import IdleWindow
 
 SHAPE = (16, 16, 1)
 HANG_S = 300.0  # only a guard against a hang: the tests wait on what they check
-SMALL = dict(batch_size=8, warmup_steps=16, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
+SMALL = {"learner.schedule.batch_size": 8, "learner.schedule.warmup_steps": 16, "learner.schedule.update_every": 1, "learner.schedule.replay_mb": 1.0,
+         "learner.networks.filters": (4,), "learner.networks.feature": 16, "learner.networks.hidden": 16}
 
 
-def small_agent(shape=SHAPE, acting_copy=False, **kw):
-    config = Config().model_copy(update={"learner": LearnerConfig(**{**SMALL, **kw}),
-                                         "novelty": NoveltyConfig(signal="pixel")})
+def small_agent(shape=SHAPE, acting_copy=False, settings=None):
+    config = Config().replace(**{**SMALL, **(settings or {}), "novelty.signal": "pixel"})
     return build_agent(config, shape, acting_copy=acting_copy)
 
 
@@ -51,7 +51,7 @@ def live(agent, threaded, pad, seconds, window=None):
 def test_learner_thread_trains_while_the_loop_acts_and_weights_reach_the_acting_copy():
     agent = small_agent(acting_copy=True)
     assert agent.actor.policy_net is not agent.learner.policy_net
-    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL, publish_every=5), live=True),
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(Config().replace(**SMALL, **{"learner.schedule.publish_every": 5}).learner, live=True),
                                steps=lambda: agent.actor.steps).start()
     initial = [w.numpy() for w in agent.actor.policy_net.weights]
     compiled = [agent.actor._policy, agent.learner._step, agent.novelty._reward_fn, agent.novelty._reset_fn]
@@ -81,7 +81,7 @@ def test_a_dying_learner_thread_stops_the_run_with_the_pad_neutral(monkeypatch):
         raise FloatingPointError("critic loss is NaN/Inf")
 
     monkeypatch.setattr(agent.learner, "step", boom)
-    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL), live=True),
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(Config().replace(**SMALL).learner, live=True),
                                steps=lambda: agent.actor.steps).start()
     pad = RecordingPad()
     with pytest.raises(LearnerDied, match="NaN"):  # the run's time outlasts any loaded machine: only the death ends it
@@ -111,7 +111,7 @@ def test_checkpoints_keep_the_latest_and_restore_the_state(tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoint"):
         small_agent().checkpointer(tmp_path / "empty").restore()
     with pytest.raises(CheckpointError, match="does not fit(.|\n)*load the settings it was trained with \\(its run has no config.toml"):
-        small_agent(hidden=24).checkpointer(tmp_path).restore()
+        small_agent(settings={"learner.networks.hidden": 24}).checkpointer(tmp_path).restore()
     other_frames = small_agent(shape=(*SHAPE[:2], 3 if SHAPE[2] == 1 else 1))
     with pytest.raises(CheckpointError, match="colour or grey"):  # grey frames against colour ones, or back
         other_frames.checkpointer(tmp_path).restore()
@@ -122,9 +122,9 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
 
     import explorer.agent.checkpoint
 
-    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
-            "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
-            "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=30"]
+    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=40",
+            "--set", "learner.schedule.batch_size=16", "--set", "learner.networks.filters=[8]", "--set", "learner.networks.hidden=32",
+            "--set", "learner.networks.feature=32", "--set", "learner.schedule.replay_mb=8", "--set", "learner.schedule.checkpoint_every=30"]
     savez, calls = explorer.agent.checkpoint.np.savez, []
 
     def fill_the_disk(path, **arrays):
@@ -155,14 +155,14 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
     assert cli.main(["explore", "--resume", str(run), "--steps", "100", "--no-progress"]) == 0
     assert json.loads((run / "summary.json").read_text())["resumed_at"] == 30
     err = capsys.readouterr().err
-    assert "predates settings" in err and "learner.action_low = " in err and "learner.action_high = " in err
-    assert "learner.action_prior" not in err
+    assert "predates settings" in err and "learner.actions.action_low = " in err and "learner.actions.action_high = " in err
+    assert "learner.actions.action_prior" not in err
 
 
 def test_explore_resume_continues_where_it_stopped(tmp_path):
-    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40",
-            "--set", "learner.batch_size=16", "--set", "learner.filters=[8]", "--set", "learner.hidden=32",
-            "--set", "learner.feature=32", "--set", "learner.replay_mb=8", "--set", "learner.checkpoint_every=60"]
+    args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=40",
+            "--set", "learner.schedule.batch_size=16", "--set", "learner.networks.filters=[8]", "--set", "learner.networks.hidden=32",
+            "--set", "learner.networks.feature=32", "--set", "learner.schedule.replay_mb=8", "--set", "learner.schedule.checkpoint_every=60"]
     assert cli.main(["explore", "--steps", "120", *args]) == 0
     (run,) = list(tmp_path.iterdir())
     first = json.loads((run / "summary.json").read_text())
@@ -177,8 +177,8 @@ def test_explore_resume_continues_where_it_stopped(tmp_path):
 
 
 def test_resumes_that_cannot_work_are_one_line_and_change_nothing(tmp_path, capsys):
-    small = ["--no-progress", "--set", "learner.warmup_steps=20", "--set", "learner.batch_size=8", "--set",
-             "learner.filters=[4]", "--set", "learner.hidden=16", "--set", "learner.feature=16"]
+    small = ["--no-progress", "--set", "learner.schedule.warmup_steps=20", "--set", "learner.schedule.batch_size=8", "--set",
+             "learner.networks.filters=[4]", "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16"]
 
     def files(run):
         return {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
@@ -258,7 +258,7 @@ def test_between_ticks_every_update_starts_while_the_loop_waits_for_its_tick(mon
         return step(*args, **kwargs)
 
     agent.learner.step = watched
-    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(LearnerConfig(**SMALL, publish_every=5), live=True),
+    threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(Config().replace(**SMALL, **{"learner.schedule.publish_every": 5}).learner, live=True),
                                steps=lambda: agent.actor.steps, window=window).start()
     pad = RecordingPad()
     try:

@@ -13,12 +13,12 @@ from explorer.config import load
 from explorer.core import action_dim
 from explorer.testing.fakes import FakeScreen
 
-SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=40", "--set", "learner.batch_size=16",
-         "--set", "learner.filters=[8]", "--set", "learner.hidden=32", "--set", "learner.feature=32",
-         "--set", "learner.replay_mb=8", "--set", "observation.stack=1"]
+SMALL = ["--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=40", "--set", "learner.schedule.batch_size=16",
+         "--set", "learner.networks.filters=[8]", "--set", "learner.networks.hidden=32", "--set", "learner.networks.feature=32",
+         "--set", "learner.schedule.replay_mb=8", "--set", "observation.stack=1"]
 
 
-@pytest.mark.parametrize("extra", [[], ["--set", "learner.plan_candidates=4"], ["--set", "learner.residual=0.5"]],
+@pytest.mark.parametrize("extra", [[], ["--set", "learner.actions.plan_candidates=4"], ["--set", "learner.actions.residual=0.5"]],
                          ids=["default", "planner", "residual"])
 def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch, extra):
     """Explore trains a checkpoint on the built-in game; play --dry-run acts with it on a screen and records
@@ -48,7 +48,7 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
     config = load(run / "config.toml", [f"run.dir={str(tmp_path / 'play')!r}", f"record.dir={str(tmp_path / 'sessions')!r}",
                                         "control.countdown_s=0", "control.hz=20", "capture.fps=20",
                                         "control.max_seconds=3",
-                                        "learner.publish_every=1000000000"])
+                                        "learner.schedule.publish_every=1000000000"])
     rng = np.random.default_rng(0)
     screen = FakeScreen([rng.integers(0, 255, config.observation.height * config.observation.width * 3, dtype=np.uint8)
                          .reshape(config.observation.height, config.observation.width, 3) for _ in range(40)])
@@ -73,7 +73,7 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
 
 
 TRAINED = ["--set", "game.name='synthetic'", "--set", "pad.invert_walk_y=true", "--set", "pad.tap_gap=2",
-           "--set", "learner.action_low=[-0.2, -0.3, -0.4, 0.7]", "--set", "learner.action_high=[0.2, 0.3, 0.4, 0.9]",
+           "--set", "learner.actions.action_low=[-0.2, -0.3, -0.4, 0.7]", "--set", "learner.actions.action_high=[0.2, 0.3, 0.4, 0.9]",
            "--set", "game.episode_steps=40"]
 
 
@@ -112,16 +112,16 @@ def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_cha
     assert config.control.hz == 20  # the command line's settings on top
     sent = np.array(seen["pad"].sent)  # type: ignore[attr-defined]
     assert len(sent) >= 5
-    low, high = np.array(trained.learner.action_low), np.array(trained.learner.action_high)
+    low, high = np.array(trained.learner.actions.action_low), np.array(trained.learner.actions.action_high)
     assert np.all(sent[:, :4] >= low - 1e-6) and np.all(sent[:, :4] <= high + 1e-6), sent[:, :4]
 
     seen.clear()
     capsys.readouterr()
     assert cli.main(["play", "--resume", str(run), "--dry-run", "--set", "pad.invert_walk_y=false",
-                     "--set", "learner.action_high=[0.5, 0.3, 0.4, 0.9]"]) == 2
+                     "--set", "learner.actions.action_high=[0.5, 0.3, 0.4, 0.9]"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and not seen, err
-    assert "pad.invert_walk_y = false (the run's: true)" in err and "learner.action_high = [0.5, 0.3, 0.4, 0.9]" in err
+    assert "pad.invert_walk_y = false (the run's: true)" in err and "learner.actions.action_high = [0.5, 0.3, 0.4, 0.9]" in err
 
     assert cli.main(["explore", "--resume", str(run), "--steps", "80", "--no-progress", "--set", "pad.tap_gap=0"]) == 2
     err = capsys.readouterr().err.strip()
@@ -129,20 +129,20 @@ def test_play_resume_acts_with_the_runs_settings_and_stops_on_one_that_would_cha
 
     # replay --evaluate takes the run's settings the same way, a --config file merged over them
     other = tmp_path / "other.toml"
-    other.write_text("[learner]\naction_low = [-0.5, -1.0, -1.0, 0.6]\n", encoding="utf-8")
+    other.write_text("[learner.actions]\naction_low = [-0.5, -1.0, -1.0, 0.6]\n", encoding="utf-8")
     (session,) = list((tmp_path / "sessions").iterdir())
     assert cli.main(["replay", str(session), "--evaluate", str(run), "--config", str(other),
                      "--out", str(tmp_path / "eval")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"explorer: --evaluate {run}: --config") and \
-        "learner.action_low = [-0.5, -1.0, -1.0, 0.6] (the run's: [-0.2, -0.3, -0.4, 0.7])" in err, err
+        "learner.actions.action_low = [-0.5, -1.0, -1.0, 0.6] (the run's: [-0.2, -0.3, -0.4, 0.7])" in err, err
 
 
 #: a run these settings describe needs 3.9 GiB (replay 3.4, batch 0.5); the machine is told 3 GiB are free
-TOO_BIG = ["--set", "learner.replay_mb=3500", "--set", "learner.batch_size=1000"]
+TOO_BIG = ["--set", "learner.schedule.replay_mb=3500", "--set", "learner.schedule.batch_size=1000"]
 TOO_BIG_LINE = ("explorer: this run needs at least 3.9 GiB of memory but 3.0 GiB are free: replay 3.4 GiB "
-                "(learner.replay_mb = 3500); batch 0.5 GiB (learner.batch_size = 1000); lower learner.replay_mb or "
-                "learner.batch_size, or free memory\n")
+                "(learner.schedule.replay_mb = 3500); batch 0.5 GiB (learner.schedule.batch_size = 1000); lower learner.schedule.replay_mb or "
+                "learner.schedule.batch_size, or free memory\n")
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_each_mode_refuses_a_run_that_cannot_fit_in_one_line_and_leaves_nothing(
     assert capsys.readouterr().err == TOO_BIG_LINE
     assert not runs.exists() or not any(runs.iterdir())
     # the same settings load, on this machine as on any: only starting the run is refused
-    assert load(None, [s for s in TOO_BIG if s != "--set"]).learner.replay_mb == 3500
+    assert load(None, [s for s in TOO_BIG if s != "--set"]).learner.schedule.replay_mb == 3500
 
 
 def test_replay_and_evaluate_refuse_a_run_that_cannot_fit_before_reading_sessions(tmp_path, three_gib_free):

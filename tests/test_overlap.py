@@ -8,18 +8,19 @@ import pytest
 from explorer.agent.replay import Replay
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import LearnerDied, LockstepLearner
-from explorer.config import Config, LearnerConfig, NoveltyConfig
+from explorer.config import Config
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
 from explorer.run.observers import Training
 from explorer.testing.fakes import FakeEnv, FakeScreen
 
 SHAPE = (16, 16, 1)
-SMALL = dict(batch_size=8, warmup_steps=20, update_every=1, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
+SMALL = {"learner.schedule.batch_size": 8, "learner.schedule.warmup_steps": 20, "learner.schedule.update_every": 1, "learner.schedule.replay_mb": 1.0,
+         "learner.networks.filters": (4,), "learner.networks.feature": 16, "learner.networks.hidden": 16}
 
 
 def agent_and_env(seed: int = 0):
-    config = Config().model_copy(update={"learner": LearnerConfig(**SMALL), "novelty": NoveltyConfig(signal="pixel")})
+    config = Config().replace(**SMALL, **{"novelty.signal": "pixel"})
     agent = build_agent(config, SHAPE, acting_copy=True)
     rng = np.random.default_rng(seed)
     screen = FakeScreen([rng.integers(0, 255, SHAPE, dtype=np.uint8) for _ in range(30)])
@@ -49,7 +50,7 @@ def overlapped_run(steps: int, seed: int = 0):
 
 def test_overlapped_learning_trains_once_per_step_one_step_behind_and_repeats_exactly():
     agent, lockstep, actions, lags = overlapped_run(80)
-    assert lockstep.submitted == lockstep.done == 80 - SMALL["warmup_steps"] + 1  # one update per step after warm-up
+    assert lockstep.submitted == lockstep.done == 80 - SMALL["learner.schedule.warmup_steps"] + 1  # one update per step after warm-up
     assert int(agent.learner.updates.numpy()) == lockstep.done
     assert max(lags) <= 2  # the actor is at most one update ahead of the weights it acts with
     # after drain() the actor acts with the learner's own weights

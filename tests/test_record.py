@@ -407,7 +407,7 @@ def test_record_screen_and_sessions_listing(tmp_path, capsys):
 # ---------------------------------------------------------------- replay and evaluation (the real learner)
 
 def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
-    from explorer.config import Config, LearnerConfig, NoveltyConfig
+    from explorer.config import Config, NoveltyConfig
     from explorer.run.builder import build_agent
     from explorer.run.replay import evaluate, replay_train
 
@@ -416,8 +416,9 @@ def test_replay_trains_the_learner_and_evaluation_writes_plots(tmp_path):
         for i in range(60):
             rec.add(rng.integers(0, 256, (16, 16, 1), dtype=np.uint8), rng.uniform(-1, 1, 4).astype(np.float32),
                     None, first=i in (0, 30), last=i == 29)
-    learner = LearnerConfig(batch_size=8, warmup_steps=8, update_every=1, replay_mb=1.0, filters=(4,), feature=16,
-                            hidden=16)
+    learner = Config().replace(**{"learner.schedule.batch_size": 8, "learner.schedule.warmup_steps": 8, "learner.schedule.update_every": 1,
+                                  "learner.schedule.replay_mb": 1.0, "learner.networks.filters": (4,), "learner.networks.feature": 16,
+                                  "learner.networks.hidden": 16}).learner
     base = Config()
     config = base.model_copy(update={"learner": learner, "novelty": NoveltyConfig(signal="pixel"),
                                      "observation": base.observation.model_copy(update={"stack": 2}),

@@ -14,8 +14,8 @@ from test_safety import SMALL, explorer_process, last_line, wait_for
 from explorer import cli
 from explorer.agent.checkpoint import latest_checkpoint
 
-REPLAY = ["--set", "learner.warmup_steps=20", "--set", "learner.batch_size=8", "--set", "learner.filters=[4]",
-          "--set", "learner.hidden=16", "--set", "learner.feature=16", "--set", "learner.replay_mb=2",
+REPLAY = ["--set", "learner.schedule.warmup_steps=20", "--set", "learner.schedule.batch_size=8", "--set", "learner.networks.filters=[4]",
+          "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16", "--set", "learner.schedule.replay_mb=2",
           "--set", "run.log_every=10"]
 
 

@@ -1,4 +1,4 @@
-"""learner.residual: the actor corrects a proposal drawn as sticky_prior draws, so an untrained policy plays like it."""
+"""learner.actions.residual: the actor corrects a proposal drawn as sticky_prior draws, so an untrained policy plays like it."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_proposals_come_through_a_checkpoint_and_follow_the_prior():
 
 
 def test_the_warm_up_plays_the_proposal_and_an_untrained_policy_stays_within_the_residual_of_it():
-    agent = make({"residual": 0.3, "warmup_steps": 20, "option_steps": 4}, episode_steps=200)
+    agent = make({"learner.actions.residual": 0.3, "learner.schedule.warmup_steps": 20, "learner.actions.option_steps": 4}, episode_steps=200)
     at = agent.context.proposal_at
     seen = []
     original = agent.actor.act
@@ -84,7 +84,7 @@ def test_the_warm_up_plays_the_proposal_and_an_untrained_policy_stays_within_the
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_the_learner_corrects_the_proposal_its_batch_context_carries_and_its_gradients_flow(algo):
-    learner = make({"residual": 0.25, "algo": algo}).learner
+    learner = make({"learner.actions.residual": 0.25, "learner.algo": algo}).learner
     at = learner.proposal_at
     batch = learner.dummy_batch()
     ctx = batch["ctx"].numpy()
@@ -105,16 +105,16 @@ def test_corrected_by_hand():
     np.testing.assert_allclose(out.numpy(), [1.0, -0.45])
 
 
-@pytest.mark.parametrize("other, says", [({"context": False}, "learner.context = true"),
-                                         ({"plan_candidates": 4}, "learner.plan_candidates = 0"),
-                                         ({"random_options": 0.1}, "learner.random_options = 0")])
+@pytest.mark.parametrize("other, says", [({"networks": {"context": False}}, "learner.networks.context = true"),
+                                         ({"actions": {"plan_candidates": 4}}, "learner.actions.plan_candidates = 0"),
+                                         ({"actions": {"random_options": 0.1}}, "learner.actions.random_options = 0")])
 def test_a_residual_that_cannot_read_its_proposal_is_refused(other, says):
     with pytest.raises(ValidationError, match=says):
-        LearnerConfig(residual=0.5, **other)
+        LearnerConfig.model_validate({**other, "actions": {"residual": 0.5, **other.get("actions", {})}})
 
 
 def test_a_damaged_proposal_in_a_checkpoint_is_refused():
-    agent = make({"residual": 0.5})
+    agent = make({"learner.actions.residual": 0.5})
     state = agent.actor.state()
     state["context"]["proposal"]["left"] = 10**6
     with pytest.raises(ValueError, match="context.proposal.left"):

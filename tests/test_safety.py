@@ -22,9 +22,9 @@ from explorer.core import Stopped
 from explorer.run.driver import Controls
 from explorer.run.safety import Kept, stop_on_signals
 
-SMALL = ["--set", "game.episode_steps=50", "--set", "learner.warmup_steps=20", "--set", "learner.batch_size=8",
-         "--set", "learner.filters=[4]", "--set", "learner.hidden=16", "--set", "learner.feature=16",
-         "--set", "learner.replay_mb=2"]
+SMALL = ["--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=20", "--set", "learner.schedule.batch_size=8",
+         "--set", "learner.networks.filters=[4]", "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16",
+         "--set", "learner.schedule.replay_mb=2"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -198,7 +198,7 @@ def test_diverged_weights_are_not_checkpointed_and_the_error_names_the_one_befor
 
     monkeypatch.setattr(LearningActor, "act", diverges)
     assert cli.main(["explore", "--steps", "100", "--out", str(tmp_path), "--no-progress", "--set",
-                     "learner.checkpoint_every=30", *SMALL]) == 1
+                     "learner.schedule.checkpoint_every=30", *SMALL]) == 1
     (run,) = tmp_path.iterdir()
     assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == ["learner-30.index"]
     assert capsys.readouterr().err.splitlines()[-1] == (
@@ -220,8 +220,8 @@ def test_ctrl_c_before_play_takes_the_pad_leaves_nothing(tmp_path, xvfb):
 
 
 RAY_TINY = ["game.name=synthetic", "game.episode_steps=60", "observation.height=16", "observation.width=16",
-            "learner.batch_size=8", "learner.filters=[4]", "learner.hidden=16", "learner.feature=16",
-            "learner.replay_mb=4", "learner.warmup_steps=60", "learner.update_every=2", "novelty.signal=pixel",
+            "learner.schedule.batch_size=8", "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16",
+            "learner.schedule.replay_mb=4", "learner.schedule.warmup_steps=60", "learner.schedule.update_every=2", "novelty.signal=pixel",
             "run.ship_steps=30", "run.log_every=30", "run.worker_cpus=0.5"]
 
 

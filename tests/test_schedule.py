@@ -12,7 +12,7 @@ from explorer import cli
 from explorer.agent.schedule import Due, UpdateSchedule
 from explorer.agent.threaded import LockstepLearner, ThreadedLearner
 from explorer.agent.trainer import InlineTrainer, updates_per_s
-from explorer.config import Config, LearnerConfig, NoveltyConfig, load
+from explorer.config import Config, LearnerConfig, LiveConfig, ScheduleConfig, load
 from explorer.core import ExplorerError
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
@@ -75,7 +75,8 @@ def test_publishing_and_the_rate_cap():
 
 
 def test_the_schedule_of_a_config_and_bad_values():
-    c = LearnerConfig(warmup_steps=7, update_every=3, lag_steps=11, publish_every=5, max_updates_per_s=2.0)
+    c = LearnerConfig(schedule=ScheduleConfig(warmup_steps=7, update_every=3, lag_steps=11, publish_every=5),
+                      live=LiveConfig(max_updates_per_s=2.0))
     assert UpdateSchedule.from_config(c) == UpdateSchedule(7, 3, 11, 5, 0.0)  # the cap is live mode's
     assert UpdateSchedule.from_config(c, live=True) == UpdateSchedule(7, None, 11, 5, 2.0)  # live: no ratio
     for bad in ({"warmup_steps": -1}, {"update_every": 0}, {"publish_every": 0}, {"lag_steps": -1},
@@ -100,7 +101,8 @@ def test_updates_per_second_counts_the_gaps_between_updates():
 # ---------------------------------------------------------------- the trainers follow the schedule
 
 SHAPE = (16, 16, 1)
-SMALL = dict(batch_size=8, warmup_steps=30, update_every=4, replay_mb=1.0, filters=(4,), feature=16, hidden=16)
+SMALL = {"learner.schedule.batch_size": 8, "learner.schedule.warmup_steps": 30, "learner.schedule.update_every": 4, "learner.schedule.replay_mb": 1.0,
+         "learner.networks.filters": (4,), "learner.networks.feature": 16, "learner.networks.hidden": 16}
 
 
 class EveryFifth(UpdateSchedule):
@@ -111,7 +113,7 @@ class EveryFifth(UpdateSchedule):
 
 
 def small_agent(acting_copy: bool = False):
-    config = Config().model_copy(update={"learner": LearnerConfig(**SMALL), "novelty": NoveltyConfig(signal="pixel")})
+    config = Config().replace(**SMALL, **{"novelty.signal": "pixel"})
     agent = build_agent(config, SHAPE, acting_copy=acting_copy)
     rng = np.random.default_rng(0)
     screen = FakeScreen([rng.integers(0, 255, SHAPE, dtype=np.uint8) for _ in range(30)])
@@ -182,16 +184,16 @@ def test_a_threaded_learner_with_a_ratio_trains_up_to_what_the_schedule_allows_a
 
 # ---------------------------------------------------------------- the modes train by the schedule
 
-EXPLORE = ["--no-progress", "--set", "game.episode_steps=50", "--set", "learner.warmup_steps=30",
-           "--set", "learner.update_every=4", "--set", "learner.batch_size=8", "--set", "learner.filters=[4]",
-           "--set", "learner.hidden=16", "--set", "learner.feature=16", "--set", "learner.replay_mb=2"]
+EXPLORE = ["--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=30",
+           "--set", "learner.schedule.update_every=4", "--set", "learner.schedule.batch_size=8", "--set", "learner.networks.filters=[4]",
+           "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16", "--set", "learner.schedule.replay_mb=2"]
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["inline", "overlapped"])
 def test_explore_trains_by_the_schedule(tmp_path, monkeypatch, overlap):
     monkeypatch.setattr(UpdateSchedule, "allowed", EveryFifth.allowed)
     assert cli.main(["explore", "--steps", "62", "--out", str(tmp_path), *EXPLORE,
-                     "--set", f"learner.overlap={str(overlap).lower()}"]) == 0
+                     "--set", f"learner.schedule.overlap={str(overlap).lower()}"]) == 0
     (run,) = list(tmp_path.iterdir())
     assert json.loads((run / "summary.json").read_text())["updates"] == 6  # 35, 40 ... 60, not 32, 36 ... 60
 
@@ -199,8 +201,8 @@ def test_explore_trains_by_the_schedule(tmp_path, monkeypatch, overlap):
 def test_the_learner_of_many_workers_allows_what_one_process_makes(tmp_path):
     from explorer.run.workers import LearnerService
 
-    config = load(None, ["learner.warmup_steps=10", "learner.update_every=4", "learner.batch_size=8",
-                         "learner.filters=[4]", "learner.hidden=16", "learner.feature=16", "learner.replay_mb=1",
+    config = load(None, ["learner.schedule.warmup_steps=10", "learner.schedule.update_every=4", "learner.schedule.batch_size=8",
+                         "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16", "learner.schedule.replay_mb=1",
                          "observation.width=16", "observation.height=16", "novelty.signal=pixel"])
     (tmp_path / "config.toml").write_text("")
     service = LearnerService(config, tmp_path, (16, 16, 3))
@@ -217,7 +219,7 @@ def test_the_learner_of_many_workers_allows_what_one_process_makes(tmp_path):
 def test_the_workers_wait_for_a_learner_past_its_lag_by_the_schedule():
     from explorer.run.distributed import Coordinator
 
-    config = load(None, ["learner.warmup_steps=10", "learner.update_every=4", "learner.lag_steps=4"])
+    config = load(None, ["learner.schedule.warmup_steps=10", "learner.schedule.update_every=4", "learner.schedule.lag_steps=4"])
     status = {"start": 0, "updates": 0, "transitions": 0}
     coordinator = Coordinator(config, None, [], None, status, progress=False)  # type: ignore[arg-type]
     behind = []
@@ -245,8 +247,8 @@ def test_play_trains_by_the_schedule(tmp_path, monkeypatch):
 
     monkeypatch.setattr(UpdateSchedule, "due", never)
     config = load(None, [f"run.dir={str(tmp_path)!r}", "control.countdown_s=0", "control.hz=20", "capture.fps=20",
-                         f"control.max_seconds={HANG_S}", "learner.warmup_steps=5", "learner.batch_size=8",
-                         "learner.filters=[4]", "learner.hidden=16", "learner.feature=16", "learner.replay_mb=2",
+                         f"control.max_seconds={HANG_S}", "learner.schedule.warmup_steps=5", "learner.schedule.batch_size=8",
+                         "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16", "learner.schedule.replay_mb=2",
                          "observation.width=32", "observation.height=32"])
     rng = np.random.default_rng(0)
     screen = FakeScreen([rng.integers(0, 255, (32, 32, 3), dtype=np.uint8) for _ in range(10)])

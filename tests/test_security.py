@@ -252,8 +252,8 @@ def test_nothing_in_explorer_unpickles_or_evaluates_what_it_reads():
 # ---------------------------------------------------------------- Ray
 
 TINY = ["game.name=synthetic", "game.episode_steps=60", "observation.height=16", "observation.width=16",
-        "learner.batch_size=8", "learner.filters=[4]", "learner.hidden=16", "learner.feature=16",
-        "learner.replay_mb=4", "novelty.signal=pixel", "run.worker_cpus=0.5", "run.workers=2"]
+        "learner.schedule.batch_size=8", "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16",
+        "learner.schedule.replay_mb=4", "novelty.signal=pixel", "run.worker_cpus=0.5", "run.workers=2"]
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 

@@ -79,7 +79,7 @@ def test_unknown_scenario_lists_the_bundled_ones():
 
 def test_explore_writes_a_run_directory_with_a_readable_picture(tmp_path):
     rc = cli.main(["explore", "--steps", "160", "--out", str(tmp_path), "--no-progress",
-                   "--set", "game.episode_steps=60", "--set", "learner.filters=[8, 8]", "--set", "learner.hidden=32", "--set", "learner.feature=32"])
+                   "--set", "game.episode_steps=60", "--set", "learner.networks.filters=[8, 8]", "--set", "learner.networks.hidden=32", "--set", "learner.networks.feature=32"])
     assert rc == 0
     (run,) = list(tmp_path.iterdir())
     assert load(run / "config.toml").game.episode_steps == 60  # the merged config

@@ -18,8 +18,8 @@ from explorer.core import stack_frames
 from explorer.envs.synthetic import SyntheticEnv
 from explorer.run.workers import LearnerService, Worker, reach_back
 
-TINY = ["game.name=synthetic", "observation.height=16", "observation.width=16", "learner.batch_size=8",
-        "learner.filters=[4]", "learner.hidden=16", "learner.feature=16", "learner.replay_mb=4",
+TINY = ["game.name=synthetic", "observation.height=16", "observation.width=16", "learner.schedule.batch_size=8",
+        "learner.networks.filters=[4]", "learner.networks.hidden=16", "learner.networks.feature=16", "learner.schedule.replay_mb=4",
         "novelty.signal=pixel"]
 
 
@@ -125,7 +125,7 @@ def test_an_outbox_that_keeps_too_few_frames_says_so():
 # ---------------------------------------------------------------- a worker, in this process
 
 def test_a_worker_acts_only_the_steps_it_is_granted_and_installs_weights_between_decisions():
-    config = tiny("game.episode_steps=30", "learner.warmup_steps=20", "run.ship_steps=25")
+    config = tiny("game.episode_steps=30", "learner.schedule.warmup_steps=20", "run.ship_steps=25")
     worker = Worker(config, 1)
     try:
         batch, report = worker.collect(25, 0, -1, None)
@@ -153,7 +153,7 @@ def test_a_worker_acts_only_the_steps_it_is_granted_and_installs_weights_between
 
 
 def test_a_learner_service_trains_at_most_at_its_update_to_data_ratio_and_resumes(tmp_path):
-    config = tiny("learner.warmup_steps=16", "learner.update_every=4", "learner.publish_every=2",
+    config = tiny("learner.schedule.warmup_steps=16", "learner.schedule.update_every=4", "learner.schedule.publish_every=2",
                   "observation.stack=2")
     (tmp_path / "config.toml").write_text("")
     published = []
@@ -225,7 +225,7 @@ import sys
 sys.modules["ray"] = None
 import explorer, explorer.cli, explorer.run.explore
 from explorer import cli
-args = ["explore", "--steps", "40", "--out", {str(tmp_path)!r}, "--no-progress", "--set", "learner.warmup_steps=20"]
+args = ["explore", "--steps", "40", "--out", {str(tmp_path)!r}, "--no-progress", "--set", "learner.schedule.warmup_steps=20"]
 for s in {TINY!r}:
     args += ["--set", s]
 assert cli.main(args) == 0

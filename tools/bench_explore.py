@@ -2,12 +2,12 @@
 
 Compares, on ViZDoom my_way_home (525-step episodes) with the same seeds and step
 budget: uniform random sticks, sticky random sticks (each held 8 steps; with
-``sticky_prior``, moved by ``learner.action_prior`` and put on ``learner.action_low``/
+``sticky_prior``, moved by ``learner.actions.action_prior`` and put on ``learner.actions.action_low``/
 ``action_high`` as the learner's warm-up sticks are), the
 original question's agent (pixel novelty used directly as the loss: it fails
 with "No gradients", and the guard says why), explorer's learning agent
 with each novelty signal, and ``frozen``: the default learning agent with
-learning switched off (``learner.update_every`` beyond the run: its warm-up
+learning switched off (``learner.schedule.update_every`` beyond the run: its warm-up
 sticks, then its untrained actor on the prior and stick range). Coverage is the
 number of distinct 64x64-map-unit cells the player stands in during an episode
 (positions are read for measurement only, never shown to the agent).
@@ -95,7 +95,7 @@ GYM_MAPS: dict[str, list[str]] = {
 ALL_MAPS = {**MAPS, **GYM_MAPS}
 #: maps where an episode that ends before its budget has reached the goal
 GOAL_MAPS = ("my_way_home",)
-#: ``learner.update_every`` of the ``frozen`` agent: no update ever happens
+#: ``learner.schedule.update_every`` of the ``frozen`` agent: no update ever happens
 NEVER = 10**12
 
 
@@ -294,7 +294,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
         agent = OriginalAgent(seed, (config.observation.stack, config.observation.height, config.observation.width,
                                      1 if config.observation.grayscale else 3))
     elif agent_name == "frozen":
-        sets += ["run.agent=explorer", *overrides, f"learner.update_every={NEVER}"]
+        sets += ["run.agent=explorer", *overrides, f"learner.schedule.update_every={NEVER}"]
     else:
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
     config = load(None, sets)
@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=_number(int, 1), default=50_000, help="agent steps per run (per map with --suite)")
     ap.add_argument("--seeds", type=_number(int, 0, MAX_SEED), nargs="+", default=[0, 1, 2])
     ap.add_argument("--agents", type=_agent, nargs="+", default=["uniform", "sticky", "original", *SIGNALS],
-                    help=f"uniform, sticky, sticky_prior (sticky moved by learner.action_prior, on the learner's stick range), original, "
+                    help=f"uniform, sticky, sticky_prior (sticky moved by learner.actions.action_prior, on the learner's stick range), original, "
                          f"frozen (the default learning agent, learning off), or a novelty signal ({', '.join(SIGNALS)})")
     ap.add_argument("--suite", action="store_true", help=f"run on every map of the suite ({', '.join(MAPS)})")
     ap.add_argument("--gym", action="store_true", help=f"run on the Gymnasium suite ({', '.join(GYM_MAPS)}) instead")

@@ -13,7 +13,7 @@ So a regression shows in one command. Run it alone: two cores shared with
 anything else give noise, not figures::
 
     python tools/bench_learner.py                      # the default config
-    python tools/bench_learner.py --set learner.batch_size=64 --seconds 20
+    python tools/bench_learner.py --set learner.schedule.batch_size=64 --seconds 20
     python tools/bench_learner.py --threads 1 1        # inter- and intra-op threads (default: run.threads)
     python tools/bench_learner.py --set learner.xla=true   # the update as one XLA cluster
 """
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     build_s = time.perf_counter() - t0  # tracing, and with learner.xla compiling, the update included
     fill(agent, args.transitions)
     learner = agent.learner
-    b = config.learner.batch_size
+    b = config.learner.schedule.batch_size
 
     step_ms, n = timed(learner.step, args.seconds)
     sample_ms, _ = timed(lambda: learner.replay.sample(b), args.seconds / 4)

@@ -11,7 +11,7 @@ Two modes:
 
 ``ingest``
     The learner side alone: a real learner actor (training at its update-to-data setting, or as
-    fast as it can with ``learner.lag_steps = 0``) takes batches from N synthetic workers that do
+    fast as it can with ``learner.schedule.lag_steps = 0``) takes batches from N synthetic workers that do
     nothing but hand out ready-made batches of uint8 frames. It measures how many transitions per
     second the coordinator and learner take in, and whether the learner's memory stays flat, to
     show where the design stops scaling.
@@ -106,7 +106,7 @@ def _setting(sets: list[str], key: str, default: float) -> float:
 def figures(workers: int, summary: dict[str, Any], lines: list[tuple[float, dict[str, Any]]],
             sets: list[str]) -> dict[str, Any]:
     """Rates between the first metric line after the warm-up and the last one, and coverage over time."""
-    warmup = _setting(sets, "learner.warmup_steps", 1000)
+    warmup = _setting(sets, "learner.schedule.warmup_steps", 1000)
     periodic = [(t, x) for t, x in lines if "episode" not in x and "step" in x]
     after = [(t, x) for t, x in periodic if x["step"] >= warmup + 1]
     (t_a, a), (t_b, b) = after[0], after[-1]
@@ -122,8 +122,8 @@ def figures(workers: int, summary: dict[str, Any], lines: list[tuple[float, dict
         out["lost_batches"] = summary["lost_batches"]
         out["learner_rss_mb"] = [a.get("learner_rss_mb"), b.get("learner_rss_mb")]
     else:
-        # One process makes one update per learner.update_every steps after the warm-up.
-        every = _setting(sets, "learner.update_every", 1)
+        # One process makes one update per learner.schedule.update_every steps after the warm-up.
+        every = _setting(sets, "learner.schedule.update_every", 1)
         out["updates_per_s"] = out["steps_per_s"] / every
         out["transitions_per_s"] = out["steps_per_s"]
         out["update_to_data"] = 1 / every
@@ -158,13 +158,13 @@ def run_ingest(workers: int, seconds: float, sets: list[str], out: Path) -> dict
     from explorer.run.rundir import RunDir
     from explorer.run.workers import Report
 
-    config = load(None, ["learner.lag_steps=0", "learner.warmup_steps=0", f"run.workers={workers}",
+    config = load(None, ["learner.schedule.lag_steps=0", "learner.schedule.warmup_steps=0", f"run.workers={workers}",
                          f"run.steps={10**9}", f"run.dir={str(out)!r}", "run.log_every=2000", *sets])
     h, w, c = frame_shape(config.observation)
     k, ship = config.observation.stack, config.run.ship_steps
     from explorer.core import action_dim
     a_dim = action_dim(config.pad.buttons)
-    ctx = a_dim + 3 if config.learner.context else 1  # explorer.agent.context.Context.dim
+    ctx = a_dim + 3 if config.learner.networks.context else 1  # explorer.agent.context.Context.dim
 
     class SyntheticWorker:
         """Hands out the same ready-made batch of ``ship`` transitions as fast as it is asked."""
@@ -239,8 +239,8 @@ def main() -> None:
     print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]} on {os.cpu_count()} CPUs", file=sys.stderr)
     rows = []
     if args.mode == "game":
-        sets = [f"game.name={args.game}", "learner.warmup_steps=500", "learner.update_every=2",
-                "run.log_every=250", "learner.checkpoint_every=0", *args.sets]
+        sets = [f"game.name={args.game}", "learner.schedule.warmup_steps=500", "learner.schedule.update_every=2",
+                "run.log_every=250", "learner.schedule.checkpoint_every=0", *args.sets]
         for n in args.workers or [1, 2, 4]:
             row = run_game(n, args.steps, sets, out)
             rows.append(row)
@@ -252,7 +252,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['workers']} | {r['steps_per_s']:.0f} | {r['steps_per_s'] / base:.2f}x | {r['updates_per_s']:.1f} "
-                  f"| {r['transitions_per_s']:.0f} | {r['update_to_data']:.2f} ({1 / _setting(sets, 'learner.update_every', 1):.2f}) "
+                  f"| {r['transitions_per_s']:.0f} | {r['update_to_data']:.2f} ({1 / _setting(sets, 'learner.schedule.update_every', 1):.2f}) "
                   f"| {r['cells_per_episode']:.1f} | {r['episodes']} | {r.get('lost_batches', 0)} |")
         print("\ncells per episode by wall-clock minute (mean, episodes):")
         for r in rows:

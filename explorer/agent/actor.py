@@ -87,7 +87,7 @@ class LearningActor:
         (evaluation).
       buttons: the pad buttons the policy holds (``pad.buttons``), one output each after the sticks.
       tap_gap: steps a held button stays released after each press (``pad.tap_gap``; 0: sent as held).
-      planner: ``(encoder, model head)`` of the planner (``learner.plan_candidates``): the encoder the
+      planner: ``(encoder, model head)`` of the planner (``learner.actions.plan_candidates``): the encoder the
         policy reads and a head predicting the novelty embedding of the frame one decision on; its
         weights follow the policy's in :meth:`set_weights`.
     """
@@ -100,16 +100,16 @@ class LearningActor:
         self.policy_net = policy_net
         self.planner = planner
         if planner is not None and not isinstance(novelty, EpisodicNovelty):
-            raise ValueError("learner.plan_candidates scores actions against the episodic novelty's memory")
+            raise ValueError("learner.actions.plan_candidates scores actions against the episodic novelty's memory")
         self.novelty = novelty
         self.context = context
         self.adder = adder
         self.deterministic = deterministic
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
-        self._prior_offset = self.sticks.prior_offset(config.algo, config.residual)
-        if config.residual and context.proposal_at is None:
-            raise ValueError("learner.residual corrects the context's proposal: give the context one")
+        self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
+        if config.actions.residual and context.proposal_at is None:
+            raise ValueError("learner.actions.residual corrects the context's proposal: give the context one")
         self.rng = np.random.default_rng(config.seed + 2)
         self.noise = self.rng.normal(size=self.sticks.dim).astype(np.float32)
         self.steps = 0
@@ -125,8 +125,8 @@ class LearningActor:
         spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
         self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
         self.kept_own: bool | None = None  # the last decision was planned: did it keep the policy's own action?
-        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([config.plan_candidates + 1, self.sticks.dim],
-                                                                          tf.float32)]
+        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8),
+                     tf.TensorSpec([config.actions.plan_candidates + 1, self.sticks.dim], tf.float32)]
         self._plan_scores: Any = self._scores if config.eager else tf.function(self._scores, input_signature=plan_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -188,13 +188,13 @@ class LearningActor:
             mean, _ = self.policy(step.obs, self.last_ctx)
             a = self._corrected(np.tanh(mean))
         else:
-            rho = c.noise_rho
+            rho, options = c.actions.noise_rho, c.actions.random_options
             self.noise = (rho * self.noise + np.sqrt(1 - rho**2) * self.rng.normal(size=self.sticks.dim)).astype(np.float32)
-            if self.steps < c.warmup_steps and c.residual:  # the proposal alone: sticky_prior
+            if self.steps < c.schedule.warmup_steps and c.actions.residual:  # the proposal alone: sticky_prior
                 a = self._proposal()
-            elif self.steps < c.warmup_steps:
+            elif self.steps < c.schedule.warmup_steps:
                 a = np.clip(self.noise + self.sticks.prior, -1.0, 1.0)
-            elif self.option_left > 0 or (c.random_options > 0 and self.rng.random() < c.random_options):
+            elif self.option_left > 0 or (options > 0 and self.rng.random() < options):
                 a = self._option()
             else:
                 mean, log_std = self.policy(step.obs, self.last_ctx)
@@ -209,27 +209,27 @@ class LearningActor:
         return self.taps(self.held.copy())
 
     def _proposal(self) -> np.ndarray:
-        """The context's proposal in force (``learner.residual``), squashed."""
+        """The context's proposal in force (``learner.actions.residual``), squashed."""
         at = self.context.proposal_at
         assert at is not None
         return self.last_ctx[at:at + self.sticks.dim]
 
     def _corrected(self, squashed: np.ndarray) -> np.ndarray:
-        """The policy's squashed output as the action it stands for: itself, or with ``learner.residual``
+        """The policy's squashed output as the action it stands for: itself, or with ``learner.actions.residual``
         the proposal corrected by it."""
-        if not self.config.residual:
+        if not self.config.actions.residual:
             return squashed
-        return corrected(self._proposal(), squashed, self.config.residual)
+        return corrected(self._proposal(), squashed, self.config.actions.residual)
 
     def _newest(self, step: Step) -> np.ndarray | None:
-        """The newest frame of ``step`` when the context reads frames (``learner.view_strips``)."""
+        """The newest frame of ``step`` when the context reads frames (``learner.networks.view_strips``)."""
         return step.obs[-1].numpy() if self.context.view is not None else None
 
     def _plan(self, step: Step, own: np.ndarray) -> np.ndarray:
         """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
         ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
         this episode's memory; the policy's own while nothing is old enough to compare with."""
-        draws = self.rng.uniform(-1.0, 1.0, (self.config.plan_candidates, self.sticks.dim)) + self.sticks.prior
+        draws = self.rng.uniform(-1.0, 1.0, (self.config.actions.plan_candidates, self.sticks.dim)) + self.sticks.prior
         squashed = np.concatenate([own[None], np.clip(draws, -1.0, 1.0)]).astype(np.float32)
         sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
         best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent)).numpy()))
@@ -240,7 +240,7 @@ class LearningActor:
         """The squashed action of the random option under way, or of a new one (``random_options``)."""
         if self.option_left <= 0:
             self.option = np.clip(self.rng.uniform(-1.0, 1.0, self.sticks.dim) + self.sticks.prior, -1.0, 1.0).astype(np.float32)
-            self.option_left = self.config.option_steps
+            self.option_left = self.config.actions.option_steps
         self.option_left -= 1
         assert self.option is not None
         return self.option
@@ -308,7 +308,7 @@ class LearningActor:
                                  f"{self.sticks.dim}")
         view = state.context.view
         if view is not None and self.context.view is not None and len(view.value) != self.context.view.strips:
-            raise ValueError(f"context.view.value has {len(view.value)} strips, learner.view_strips = "
+            raise ValueError(f"context.view.value has {len(view.value)} strips, learner.networks.view_strips = "
                              f"{self.context.view.strips}")
         if view is not None and view.counts is not None and len(view.counts) not in (
                 self.context.view.bins ** c for c in (1, 3, 4) if self.context.view is not None):

@@ -255,7 +255,7 @@ class Checkpointer:
                          "once there is space")
             raise CheckpointError(
                 f"could not write the checkpoint of step {step} in {self.directory}: {reason}. Each checkpoint holds "
-                f"the replay (up to learner.replay_mb MiB); free space there, or lower learner.replay_mb. "
+                f"the replay (up to learner.schedule.replay_mb MiB); free space there, or lower learner.schedule.replay_mb. "
                 f"{kept}") from err
         except BaseException:
             self.failed = True

@@ -2,7 +2,7 @@
 
 Computed here and nowhere else, from what every mode has: the previous action,
 the agent step within the episode, the novelty the agent scored and, with
-``learner.view_strips``, the frames of the episode. So a checkpoint sees the
+``learner.networks.view_strips``, the frames of the episode. So a checkpoint sees the
 same input in explore, play and replay.
 """
 
@@ -107,7 +107,7 @@ class OracleMap:
         """The player stands where ``info["position"]`` says (x, y in map units, angle in degrees)."""
         where = info.get("position")
         if where is None:
-            raise ValueError("learner.oracle_map reads the player's position, which this game does not report: use "
+            raise ValueError("learner.networks.oracle_map reads the player's position, which this game does not report: use "
                              "it with the built-in game (game.name = vizdoom or synthetic)")
         cx, cy = self._cell(where.x, where.y)
         self.visited.add((int(cx), int(cy)))
@@ -125,7 +125,7 @@ class OracleMap:
 
 
 class Proposal:
-    """The prior's proposal a residual policy corrects (``learner.residual``): ``float32[dim + 1]``.
+    """The prior's proposal a residual policy corrects (``learner.actions.residual``): ``float32[dim + 1]``.
 
     Sticks and buttons drawn as ``sticky_prior`` draws them (uniform in [-1, 1], moved by the prior,
     in squashed units), held for ``hold`` agent steps, then the share of the hold still to come. It
@@ -178,14 +178,14 @@ class Context:
     going somewhere new. With ``enabled`` false the context is a single constant 0.
 
     Args:
-      enabled: ``learner.context``.
+      enabled: ``learner.networks.context``.
       horizon: agent steps the step fraction counts to.
       action_dim: width of an action (the four sticks and the policy's buttons).
-      view_strips: ``learner.view_strips`` (0: none).
+      view_strips: ``learner.networks.view_strips`` (0: none).
       bins: colour bins per channel of the view rarity (``novelty.histogram_bins``).
-      oracle_map: ``learner.oracle_map``, squares per side of the :class:`OracleMap` (0: none; a diagnosis).
+      oracle_map: ``learner.networks.oracle_map``, squares per side of the :class:`OracleMap` (0: none; a diagnosis).
       cell: side of the oracle map's cells, map units.
-      proposal: the prior's proposal a residual policy corrects (``learner.residual``; None: none).
+      proposal: the prior's proposal a residual policy corrects (``learner.actions.residual``; None: none).
     """
 
     def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6,
@@ -247,7 +247,7 @@ class Context:
         self.episode_step += 1
         if self.view is not None:
             if frame is None:
-                raise ValueError("learner.view_strips needs the frame each action led to")
+                raise ValueError("learner.networks.view_strips needs the frame each action led to")
             self.view.see(frame)
         if self.oracle is not None:
             self.oracle.see(info or {})
@@ -282,5 +282,5 @@ class Context:
         if self.proposal is not None:
             if "proposal" in state:
                 self.proposal.load(state["proposal"])
-            else:  # written without learner.residual: the next step draws a proposal
+            else:  # written without learner.actions.residual: the next step draws a proposal
                 self.proposal.reset()

@@ -130,8 +130,8 @@ class Learner:
 
     def __init__(self, config: LearnerConfig, obs_shape: tuple[int, int, int], ctx_dim: int, replay: Replay,
                  novelty: Novelty | None = None, buttons: tuple[str, ...] = (), proposal_at: int | None = None):
-        if config.residual and proposal_at is None:
-            raise ValueError("learner.residual corrects the context's proposal: give where it starts (proposal_at)")
+        if config.actions.residual and proposal_at is None:
+            raise ValueError("learner.actions.residual corrects the context's proposal: give where it starts (proposal_at)")
         self.config = config
         self.proposal_at = proposal_at
         self.novelty = novelty
@@ -145,21 +145,21 @@ class Learner:
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
         self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim)
-        self._prior_offset = self.sticks.prior_offset(config.algo, config.residual)
-        self.heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
-        # The planner's model (learner.plan_candidates): the critic's encoder, then a head predicting the
+        self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
+        self.heads = build_heads(config.networks.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
+        # The planner's model (learner.actions.plan_candidates): the critic's encoder, then a head predicting the
         # novelty embedding of the frame one decision on; its loss trains the encoder too (an auxiliary task).
         self.plan_target: keras.Model | None = None
         self.model_head: keras.Model | None = None
-        if config.plan_candidates:
+        if config.actions.plan_candidates:
             if not isinstance(novelty, EpisodicNovelty):
-                raise ExplorerError("learner.plan_candidates scores actions against the episodic novelty's memory: "
+                raise ExplorerError("learner.actions.plan_candidates scores actions against the episodic novelty's memory: "
                                     "set novelty.signal = episodic")
             self.plan_target = novelty.embed
             out = int(novelty.embed.output_shape[-1])
-            self.model_head = build_model_head(config.feature, config, out, dim)
+            self.model_head = build_model_head(config.networks.feature, config, out, dim)
         self.target_encoder = self._encoder("target_encoder")
-        self.target_heads = build_heads(config.feature, ctx_dim, config, config.seed + 300, "target_heads", dim)
+        self.target_heads = build_heads(config.networks.feature, ctx_dim, config, config.seed + 300, "target_heads", dim)
         for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
             for s, d in zip(src.weights, dst.weights, strict=True):
                 d.assign(s)
@@ -177,7 +177,7 @@ class Learner:
         self.alpha_opt.build([self.log_alpha])
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.rng = tf.random.Generator.from_seed(config.seed + 1)
-        b = config.batch_size
+        b = config.schedule.batch_size
         spec = {"obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "action": tf.TensorSpec([b, dim], tf.float32),
                 "reward": tf.TensorSpec([b], tf.float32), "discount": tf.TensorSpec([b], tf.float32),
                 "next_obs": tf.TensorSpec([b, *self.obs_shape], tf.uint8), "ctx": tf.TensorSpec([b, ctx_dim], tf.float32),
@@ -215,11 +215,11 @@ class Learner:
 
     def _encoder(self, name: str) -> keras.Model:
         c = self.config
-        return build_encoder(self.obs_shape, c.filters, c.feature, c.seed + 200, name)
+        return build_encoder(self.obs_shape, c.networks.filters, c.networks.feature, c.seed + 200, name)
 
     def augment(self, obs: tf.Tensor) -> tf.Tensor:
-        """Random shift of a batch of observations by up to ``config.augment`` pixels (identity when 0)."""
-        pad = self.config.augment
+        """Random shift of a batch of observations by up to ``config.networks.augment`` pixels (identity when 0)."""
+        pad = self.config.networks.augment
         if not pad:
             return obs
         offsets = self.rng.uniform([2, tf.shape(obs)[0]], minval=0, maxval=2 * pad + 1, dtype=tf.int32)
@@ -234,7 +234,7 @@ class Learner:
         return y + self._prior_offset
 
     def _actor_out(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None) -> tf.Tensor:
-        if not self.config.shared_encoder:
+        if not self.config.networks.shared_encoder:
             return self._with_prior(self.actor([obs, ctx], training=training))
         if features is None:
             features = self.encoder(obs, training=False)
@@ -251,8 +251,8 @@ class Learner:
         if self.config.algo == "sac":
             mean, log_std = split_outputs(y, "sac")
             a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
-            if self.config.residual:  # the density of the correction, scaled by the residual
-                logp -= float(np.log(self.config.residual))
+            if self.config.actions.residual:  # the density of the correction, scaled by the residual
+                logp -= float(np.log(self.config.actions.residual))
             return self.sent(self._corrected(a, ctx)), logp, mean
         return self.sent(self._corrected(tf.tanh(y), ctx)), tf.zeros_like(y), y
 
@@ -262,12 +262,12 @@ class Learner:
 
     def _corrected(self, squashed: tf.Tensor, ctx: tf.Tensor) -> tf.Tensor:
         """The policy's squashed outputs as the actions they stand for: themselves, or with
-        ``learner.residual`` the context's proposal corrected by them."""
-        if not self.config.residual:
+        ``learner.actions.residual`` the context's proposal corrected by them."""
+        if not self.config.actions.residual:
             return squashed
         at = self.proposal_at
         assert at is not None
-        return corrected(ctx[:, at:at + self.sticks.dim], squashed, self.config.residual)
+        return corrected(ctx[:, at:at + self.sticks.dim], squashed, self.config.actions.residual)
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
@@ -302,7 +302,7 @@ class Learner:
         if self.model_head is not None:
             model_loss = self.model_loss(features, batch)
             metrics["model_loss"] = model_loss
-            loss = loss + self.config.model_weight * model_loss
+            loss = loss + self.config.actions.model_weight * model_loss
         return loss, features, metrics
 
     def model_loss(self, features: tf.Tensor, batch: dict[str, tf.Tensor]) -> tf.Tensor:
@@ -407,7 +407,7 @@ class Learner:
 
     def ready(self) -> bool:
         """Replay holds a batch's worth of transitions."""
-        return len(self.replay) >= self.config.batch_size
+        return len(self.replay) >= self.config.schedule.batch_size
 
     def step(self, at: tuple[int, int] | None = None, margin: tuple[int, int] = (0, 0)) -> dict[str, float]:
         """Sample a batch from replay and train once; returns the update's metrics as floats.
@@ -415,7 +415,7 @@ class Learner:
         ``at`` and ``margin``: sample the replay as it was at that mark (see :meth:`Replay.sample`).
         """
         t0 = time.perf_counter()
-        out = self.train(self.replay.sample(self.config.batch_size, at, margin))
+        out = self.train(self.replay.sample(self.config.schedule.batch_size, at, margin))
         metrics = {k: float(v) for k, v in out.items()}
         self.update_time += time.perf_counter() - t0
         return metrics

@@ -9,6 +9,7 @@ before a run starts (:func:`check_memory`); the config itself is valid on any ma
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from explorer.agent.replay import replay_capacity
 from explorer.config import Config, ConfigError, frame_shape
@@ -17,7 +18,7 @@ from explorer.config import Config, ConfigError, frame_shape
 def _encoder_flat(config: Config) -> int:
     """Features a learner encoder flattens before its dense layer (3x3 stride-2 convs, no padding)."""
     h, w, c = frame_shape(config.observation)
-    filters = config.learner.filters
+    filters = config.learner.networks.filters
     for _ in filters:
         h, w = (h - 3) // 2 + 1, (w - 3) // 2 + 1
     return max(h, 1) * max(w, 1) * (filters[-1] if filters else c * config.observation.stack)
@@ -26,14 +27,14 @@ def _encoder_flat(config: Config) -> int:
 def _first_conv(config: Config) -> int:
     """Values one picture's first learner convolution outputs (0 without convolutions)."""
     h, w, _ = frame_shape(config.observation)
-    f = config.learner.filters
+    f = config.learner.networks.filters
     return ((h - 3) // 2 + 1) * ((w - 3) // 2 + 1) * f[0] if f else 0
 
 
 def memory_needed(config: Config) -> dict[str, int]:
     """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
 
-    ``replay``: the replay under ``learner.replay_mb``; ``ring``: the frame ring; ``batch``: one
+    ``replay``: the replay under ``learner.schedule.replay_mb``; ``ring``: the frame ring; ``batch``: one
     sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
     encoders scale them to, and the first convolution's outputs of the encoder passes of an
     update: two with a shared encoder, else four); ``networks``: the largest weight matrices (``hidden x hidden`` of
@@ -44,17 +45,17 @@ def memory_needed(config: Config) -> dict[str, int]:
     obs, learner, novelty = config.observation, config.learner, config.novelty
     frame_bytes = math.prod(frame_shape(obs))
     stacked = frame_bytes * obs.stack
-    dense = _encoder_flat(config) * learner.feature
+    dense = _encoder_flat(config) * learner.networks.feature
     # trained (x3 with Adam): critic encoder, actor encoder unless shared; target encoder x1
-    encoders = dense * (3 + 1 + (0 if learner.shared_encoder else 3))
-    heads = learner.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
-    passes = 2 if learner.shared_encoder else 4  # encoder passes forward per update
+    encoders = dense * (3 + 1 + (0 if learner.networks.shared_encoder else 3))
+    heads = learner.networks.hidden**2 * (2 * 3 + 2 * 1 + 3)  # twin critic heads, twin target heads, actor head
+    passes = 2 if learner.networks.shared_encoder else 4  # encoder passes forward per update
     dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
     memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
     recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
     return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
             "ring": config.ring.capacity * frame_bytes,
-            "batch": learner.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
+            "batch": learner.schedule.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
             "networks": 4 * (encoders + heads),
             "novelty": memory + recent,
             "record": config.record.chunk_frames * frame_bytes if config.record.dir else 0}
@@ -69,14 +70,16 @@ def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
         novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
     else:
         novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
-    return {"replay": ("learner.replay_mb",), "ring": ("ring.capacity",), "batch": ("learner.batch_size",),
-            "networks": ("learner.hidden", "learner.feature"), "novelty": novelty_keys,
+    return {"replay": ("learner.schedule.replay_mb",), "ring": ("ring.capacity",),
+            "batch": ("learner.schedule.batch_size",),
+            "networks": ("learner.networks.hidden", "learner.networks.feature"), "novelty": novelty_keys,
             "record": ("record.chunk_frames",)}
 
 
 def _setting(config: Config, key: str) -> str:
-    section, name = key.split(".")
-    value = getattr(getattr(config, section), name)
+    value: Any = config
+    for name in key.split("."):  # learner.schedule.replay_mb: a group's setting
+        value = getattr(value, name)
     return f"{key} = {value:g}" if isinstance(value, float) else f"{key} = {value}"
 
 

@@ -47,8 +47,8 @@ def build_actor_head(feature: int, ctx_dim: int, config: LearnerConfig, dim: int
     f_in = keras.Input([feature], name="features")
     ctx_in = keras.Input([ctx_dim], name="context")
     h = keras.layers.Concatenate()([f_in, ctx_in])
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
+    h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(config.seed + 111))(h)
+    h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(config.seed + 112))(h)
     y = keras.layers.Dense(actor_outputs(config, dim),
                            kernel_initializer=keras.initializers.RandomUniform(-3e-3, 3e-3, seed=config.seed + 113),
                            name="actor_out")(h)
@@ -59,8 +59,8 @@ def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig,
     """The actor with an encoder of its own: ``(uint8[H, W, k*C], float32[ctx])`` -> pre-tanh outputs."""
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
-    h = build_encoder(obs_shape, config.filters, config.feature, config.seed + 100, "actor_encoder")(obs_in)
-    y = build_actor_head(config.feature, ctx_dim, config, dim)([h, ctx_in])
+    h = build_encoder(obs_shape, config.networks.filters, config.networks.feature, config.seed + 100, "actor_encoder")(obs_in)
+    y = build_actor_head(config.networks.feature, ctx_dim, config, dim)([h, ctx_in])
     return keras.Model([obs_in, ctx_in], y, name="actor")
 
 
@@ -68,14 +68,14 @@ def build_policy_net(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerCo
                      encoder: keras.Model | None = None, dim: int = N_AXES) -> tuple[keras.Model, keras.Model]:
     """``(actor, policy_net)``: what the actor loss trains, and the whole ``(obs, ctx) -> outputs`` model.
 
-    With ``config.shared_encoder`` the policy is ``encoder`` (the critic's) followed by an actor
+    With ``config.networks.shared_encoder`` the policy is ``encoder`` (the critic's) followed by an actor
     head, and the actor loss trains the head only; otherwise both are one model.
     """
-    if not config.shared_encoder:
+    if not config.networks.shared_encoder:
         actor = build_actor(obs_shape, ctx_dim, config, dim)
         return actor, actor
     assert encoder is not None, "a shared-encoder policy needs the critic's encoder"
-    head = build_actor_head(config.feature, ctx_dim, config, dim)
+    head = build_actor_head(config.networks.feature, ctx_dim, config, dim)
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
     return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), ctx_in]), name="policy")
@@ -90,20 +90,20 @@ def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, na
     x = keras.layers.Concatenate()([f_in, a_in, c_in])
     qs = []
     for j in range(2):
-        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j))(x)
-        h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j + 1))(h)
+        h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j))(x)
+        h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(seed + 10 * j + 1))(h)
         qs.append(keras.layers.Dense(1, kernel_initializer=_init(seed + 10 * j + 2))(h))
     return keras.Model([f_in, a_in, c_in], keras.layers.Concatenate()(qs), name=name)
 
 
 def build_model_head(feature: int, config: LearnerConfig, out: int, dim: int = N_AXES) -> keras.Model:
     """The planner's model after the encoder: ``(features, float32[dim] action)`` -> ``float32[out]``, how the
-    novelty embedding of the frame one decision later differs from the newest frame's (``learner.plan_candidates``)."""
+    novelty embedding of the frame one decision later differs from the newest frame's (``learner.actions.plan_candidates``)."""
     f_in = keras.Input([feature])
     a_in = keras.Input([dim])
     h = keras.layers.Concatenate()([f_in, a_in])
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 401))(h)
-    h = keras.layers.Dense(config.hidden, activation="relu", kernel_initializer=_init(config.seed + 402))(h)
+    h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(config.seed + 401))(h)
+    h = keras.layers.Dense(config.networks.hidden, activation="relu", kernel_initializer=_init(config.seed + 402))(h)
     y = keras.layers.Dense(out, kernel_initializer=_init(config.seed + 403))(h)
     return keras.Model([f_in, a_in], y, name="model_head")
 
@@ -121,13 +121,13 @@ class StickRange:
 
     def __init__(self, config: LearnerConfig, buttons: tuple[str, ...] = ()):
         n = len(buttons)
-        low = np.concatenate([np.asarray(config.action_low, np.float64), -np.ones(n)])
-        high = np.concatenate([np.asarray(config.action_high, np.float64), np.ones(n)])
+        low = np.concatenate([np.asarray(config.actions.action_low, np.float64), -np.ones(n)])
+        high = np.concatenate([np.asarray(config.actions.action_high, np.float64), np.ones(n)])
         self.buttons = tuple(buttons)
         self.dim = action_dim(self.buttons)
         self.full = bool(np.all(low == -1.0) and np.all(high == 1.0))
         self.low, self.half = low.astype(np.float32), ((high - low) / 2).astype(np.float32)
-        prior = np.concatenate([np.asarray(config.action_prior, np.float64), np.zeros(n)])
+        prior = np.concatenate([np.asarray(config.actions.action_prior, np.float64), np.zeros(n)])
         self.prior = ((prior - low) / (high - low) * 2 - 1).astype(np.float32)
         # 1 where an output is a button (pressed or released); sticks and triggers stay continuous
         self._binary = np.array([0.0] * N_AXES + [0.0 if b in TRIGGERS else 1.0 for b in self.buttons], np.float32)
@@ -145,7 +145,7 @@ class StickRange:
 
     def prior_offset(self, algo: str, residual: float = 0.0) -> tf.Tensor:
         """``atanh(prior)`` added to the actor's pre-tanh means (zeros after them for SAC's log-stds); zeros
-        for a residual policy, whose proposal carries the prior (``learner.residual``)."""
+        for a residual policy, whose proposal carries the prior (``learner.actions.residual``)."""
         prior = np.zeros_like(self.prior) if residual else np.arctanh(self.prior)
         if algo == "sac":
             prior = np.concatenate([prior, np.zeros(self.dim, np.float32)])
@@ -154,7 +154,7 @@ class StickRange:
 
 def corrected(proposal: Any, squashed: Any, residual: float) -> Any:
     """A residual policy's action in squashed units: ``proposal`` plus ``residual`` times the policy's
-    squashed output, put back on [-1, 1] (numpy arrays or tensors; ``learner.residual``)."""
+    squashed output, put back on [-1, 1] (numpy arrays or tensors; ``learner.actions.residual``)."""
     if isinstance(squashed, tf.Tensor):
         return tf.clip_by_value(proposal + residual * squashed, -1.0, 1.0)
     return np.clip(proposal + residual * squashed, -1.0, 1.0)

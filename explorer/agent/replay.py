@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 
 def replay_capacity(config: Config) -> int:
-    """Transitions (and frames) the learner's replay holds with this config's frames and ``learner.replay_mb``.
+    """Transitions (and frames) the learner's replay holds with this config's frames and ``learner.schedule.replay_mb``.
 
     The :class:`Replay` sizes itself by the same :func:`~explorer.config.replay_slots`, which the
     config's checks use too (a replay too small for a batch is refused at load).
     """
-    return replay_slots(frame_shape(config.observation), config.observation.stack, config.learner.replay_mb)
+    return replay_slots(frame_shape(config.observation), config.observation.stack, config.learner.schedule.replay_mb)
 
 
 class Replay:
@@ -83,7 +83,7 @@ class Replay:
         transitions with their frame ids moved from the batch's numbering into this replay's."""
         f, t = len(batch.frames), len(batch)
         if f > self.capacity:
-            raise ValueError(f"a batch of {f} frames does not fit a replay of {self.capacity} (learner.replay_mb)")
+            raise ValueError(f"a batch of {f} frames does not fit a replay of {self.capacity} (learner.schedule.replay_mb)")
         with self.lock:
             base = self.frames_written
             self.frames[(base + np.arange(f)) % self.capacity] = batch.frames
@@ -171,7 +171,7 @@ class Replay:
                              f"replay's {self.stack} with {self.ctx.shape[1:]}")
         if len(frames) > self.capacity or len(obs_ids) > self.capacity:
             raise ValueError(f"it holds {max(len(frames), len(obs_ids))} rows, more than this replay's {self.capacity} "
-                             "(learner.replay_mb)")
+                             "(learner.schedule.replay_mb)")
 
     def validate(self, state: dict[str, np.ndarray]) -> None:
         """Raise ``ValueError`` naming the array when saved arrays hold what :meth:`state` never writes (damage)."""

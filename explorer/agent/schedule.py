@@ -1,12 +1,12 @@
 """When the learner trains: one schedule for every mode.
 
 An :class:`UpdateSchedule` turns the learner section's settings into answers:
-whether learning has started (past ``learner.warmup_steps`` agent steps), how
+whether learning has started (past ``learner.schedule.warmup_steps`` agent steps), how
 many updates the update-to-data ratio allows after so many agent steps (one on
-each multiple of ``learner.update_every`` from the warm-up on), how many are due
+each multiple of ``learner.schedule.update_every`` from the warm-up on), how many are due
 given the updates done, whether a learner has fallen too far behind
-(``learner.lag_steps``), when to publish weights (``learner.publish_every``) and
-how long an update must at least take (``learner.max_updates_per_s``).
+(``learner.schedule.lag_steps``), when to publish weights (``learner.schedule.publish_every``) and
+how long an update must at least take (``learner.live.max_updates_per_s``).
 
 The schedule holds no state of its own: its answers are functions of the agent
 steps and the updates, the two counts a checkpoint already keeps (the actor's
@@ -57,9 +57,9 @@ class UpdateSchedule:
     def from_config(cls, config: LearnerConfig, live: bool = False) -> UpdateSchedule:
         """The schedule of the learner section. ``live``: live mode's, with no ratio and with
         ``max_updates_per_s``; otherwise with ``update_every`` and no cap on updates per second."""
-        return cls(warmup_steps=config.warmup_steps, update_every=None if live else config.update_every,
-                   lag_steps=config.lag_steps, publish_every=config.publish_every,
-                   max_updates_per_s=config.max_updates_per_s if live else 0.0)
+        return cls(warmup_steps=config.schedule.warmup_steps, update_every=None if live else config.schedule.update_every,
+                   lag_steps=config.schedule.lag_steps, publish_every=config.schedule.publish_every,
+                   max_updates_per_s=config.live.max_updates_per_s if live else 0.0)
 
     def started(self, steps: int) -> bool:
         """Learning has started after ``steps`` agent steps (the warm-up is over)."""

@@ -3,8 +3,8 @@
 In live mode the game does not wait, so a training step (tens of
 milliseconds) must never sit inside a control tick. :class:`ThreadedLearner`
 runs :meth:`Learner.step` on a learner thread, in the gaps between control
-ticks (an :class:`~explorer.timing.IdleWindow`; ``learner.between_ticks``) or as
-fast as it can, at most ``learner.max_updates_per_s``; every ``learner.publish_every`` updates it
+ticks (an :class:`~explorer.timing.IdleWindow`; ``learner.live.between_ticks``) or as
+fast as it can, at most ``learner.live.max_updates_per_s``; every ``learner.schedule.publish_every`` updates it
 snapshots the policy's weights, and the acting thread installs the newest
 snapshot into its actor between two decisions (:meth:`ThreadedLearner.sync`),
 so an action never sees half-updated weights and no lock is held across a

@@ -8,9 +8,9 @@ what that returns joins the step's metrics. The trainers:
 
 - :class:`InlineTrainer`: the updates due, on the acting thread (explore, replay).
 - :class:`~explorer.agent.threaded.LockstepLearner`: the updates due, on a thread of its own,
-  one step behind the actor (explore with ``learner.overlap``).
+  one step behind the actor (explore with ``learner.schedule.overlap``).
 - :class:`~explorer.agent.threaded.ThreadedLearner`: on a thread of its own, as fast as the
-  schedule lets it (live mode, optionally only between control ticks: ``learner.between_ticks``),
+  schedule lets it (live mode, optionally only between control ticks: ``learner.live.between_ticks``),
   and the learner of ``explore --workers N`` (:class:`~explorer.run.workers.LearnerService`).
 """
 

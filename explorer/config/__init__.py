@@ -8,6 +8,7 @@ from. Every public name of both is importable from here.
 """
 
 from explorer.config.loader import (
+    MOVED_KEYS,
     capture_overrides,
     dump,
     load,
@@ -28,12 +29,15 @@ from explorer.config.schema import (
     MAP_NAME,
     MAX_SEED,
     NOVELTY_CNN_LAYERS,
+    ActionsConfig,
     CaptureConfig,
     Config,
     ConfigError,
     ControlConfig,
     GameConfig,
     LearnerConfig,
+    LiveConfig,
+    NetworksConfig,
     NoveltyConfig,
     ObservationConfig,
     PadButton,
@@ -41,6 +45,7 @@ from explorer.config.schema import (
     RecordConfig,
     RingConfig,
     RunConfig,
+    ScheduleConfig,
     check_replay,
     config_problems,
     conv_layers_fitting,
@@ -56,9 +61,10 @@ from explorer.config.schema import (
 
 __all__ = [
     "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "HOTKEY_NAMES",
-    "MAP_NAME", "MAX_SEED", "NOVELTY_CNN_LAYERS", "CaptureConfig", "Config", "ConfigError", "ControlConfig",
-    "GameConfig", "LearnerConfig", "NoveltyConfig", "ObservationConfig", "PadButton", "PadConfig", "RecordConfig",
-    "RingConfig", "RunConfig", "capture_overrides", "check_replay", "config_problems", "conv_layers_fitting", "dump",
+    "MAP_NAME", "MAX_SEED", "MOVED_KEYS", "NOVELTY_CNN_LAYERS", "ActionsConfig", "CaptureConfig", "Config",
+    "ConfigError", "ControlConfig", "GameConfig", "LearnerConfig", "LiveConfig", "NetworksConfig", "NoveltyConfig",
+    "ObservationConfig", "PadButton", "PadConfig", "RecordConfig", "RingConfig", "RunConfig", "ScheduleConfig",
+    "capture_overrides", "check_replay", "config_problems", "conv_layers_fitting", "dump",
     "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load", "missing_keys", "quote",
     "read_config_text", "render_toml", "replay_problems", "replay_slots", "replay_warnings", "toml_literal",
     "tomllib", "worker_problems",

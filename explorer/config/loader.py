@@ -2,8 +2,10 @@
 
 Each value's origin (the file or ``--set`` it came from) is tracked, so an unknown key, a wrong
 type or a contradiction between settings is a :class:`ConfigError` naming the key and where it
-came from. Also the TOML writers (a run directory's ``config.toml``, the commented ``config.toml``
-at the top of the repository) and the command-line helpers that build overrides.
+came from. Settings that moved (:data:`MOVED_KEYS`, the learner's into its groups) load under
+their old keys too, migrated here as each source is read. Also the TOML writers (a run directory's
+``config.toml``, the commented ``config.toml`` at the top of the repository) and the command-line
+helpers that build overrides.
 """
 
 from __future__ import annotations
@@ -74,33 +76,111 @@ def _merge(into: dict[str, Any], path: list[str], value: Any, origin: str) -> No
     node[path[-1]] = value
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "", depth: int = 2) -> dict[str, Any]:
-    """``{"section.key": value}``; a table value (``game.kwargs``) stays whole, an empty one included."""
+def _model_at(path: list[str] | tuple[str, ...]) -> type[BaseModel] | None:
+    """The section or group model the dotted ``path`` names (``["learner", "schedule"]``), None when it names none."""
+    model: type[BaseModel] = Config
+    for part in path:
+        field = model.model_fields.get(part)
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    return model
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"section.key": value}``, ``{"learner.schedule.key": value}`` inside a group; a table value of a
+    setting (``game.kwargs``) stays whole, an empty one included, and so does a table the schema does not know."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
-        if isinstance(value, dict) and depth > 1:
-            out.update(_flatten(value, f"{prefix}{key}.", depth - 1))
+        if isinstance(value, dict) and _model_at(f"{prefix}{key}".split(".")) is not None:
+            out.update(_flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
 
 
+#: settings that moved into the learner's groups, old key -> new key. The old keys still load: from a config
+#: file or ``--set`` with one line on stderr (once per key), from a run directory's own ``config.toml`` silently.
+MOVED_KEYS: dict[str, str] = {f"learner.{key}": f"learner.{group}.{key}" for group, keys in (
+    ("networks", ("hidden", "feature", "filters", "augment", "shared_encoder", "context", "view_strips",
+                  "oracle_map")),
+    ("actions", ("action_prior", "action_low", "action_high", "noise_rho", "random_options", "option_steps",
+                 "residual", "plan_candidates", "model_weight")),
+    ("schedule", ("batch_size", "update_every", "warmup_steps", "replay_mb", "checkpoint_every", "overlap",
+                  "publish_every", "lag_steps")),
+    ("live", ("between_ticks", "max_updates_per_s")),
+) for key in keys}
+
+_told: set[str] = set()  # the old keys whose new name was printed (once per key and process)
+
+
+def _moved(given: list[tuple[list[str], Any]], origin: str, quiet: bool = False) -> list[tuple[list[str], Any]]:
+    """``given`` (one source's key paths and values, in order) with the :data:`MOVED_KEYS` renamed.
+
+    Args:
+      origin: the source (a file, ``--set``), for the messages.
+      quiet: the source is a run directory's own file (written by an older explorer): no line on stderr.
+
+    Raises:
+      ConfigError: the source gives a setting under both its old and its new key.
+    """
+    old_of: dict[str, str] = {}  # new key -> the old key it was given as
+    out: list[tuple[list[str], Any, bool]] = []  # key path, value, given by its old key
+    for path, value in given:
+        new = MOVED_KEYS.get(".".join(path[:2]))
+        if new is None:
+            out.append((path, value, False))
+        else:
+            old_of[new] = ".".join(path[:2])
+            out.append(([*new.split("."), *path[2:]], value, True))
+    for path, _, by_old in out:
+        key = ".".join(path)
+        new = next((n for n in old_of if key == n or key.startswith(n + ".")), None)
+        if new is not None and not by_old:
+            raise ConfigError(f"{old_of[new]} and {new} (from {origin}) are one setting given twice: "
+                              f"{old_of[new]} is its old name; keep {new} only")
+    for new, old in old_of.items():
+        if not quiet and old not in _told:
+            _told.add(old)
+            print(f"explorer: {old} is now {new} (the old key still works)", file=sys.stderr)
+    return [(path, value) for path, value, _ in out]
+
+
+def _override(text: str) -> list[tuple[list[str], Any]]:
+    """One ``--set``: its key path and value; a table given to a section or group (``learner.schedule={...}``)
+    as one key path per setting in it."""
+    path, value = _parse_override(text)
+    if not (isinstance(value, dict) and _model_at(path) is not None):
+        return [(path, value)]
+    tree: dict[str, Any] = value
+    for part in reversed(path):
+        tree = {part: tree}
+    return [(key.split("."), v) for key, v in _flatten(tree).items()]
+
+
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
-         base: Config | None = None) -> Config:
+         base: Config | None = None, *, run_file: bool = False) -> Config:
     """Load a config: defaults (or ``base``), then the TOML file, then overrides.
+
+    Settings given under their old keys (:data:`MOVED_KEYS`: ``warmup_steps`` of ``[learner]``) load as their
+    new ones (``learner.schedule.warmup_steps``); each old key says so once on stderr.
 
     Args:
       path: a TOML file, or None for the defaults alone.
       overrides: ``section.key=value`` strings; values are TOML literals, bare
         words are strings.
       base: the config to start from instead of the defaults.
+      run_file: ``path`` is a run directory's own ``config.toml``, written by explorer (an older one
+        wrote the old keys): its old keys load without a word.
 
     Returns:
       The validated, frozen :class:`Config`.
 
     Raises:
-      ConfigError: a missing, unreadable or malformed file, an unknown key, a wrong type,
-        or settings that contradict each other (:func:`~explorer.config.schema.config_problems`).
+      ConfigError: a missing, unreadable or malformed file, an unknown key, a wrong type, a setting
+        given under its old and its new key in one file or one command line, or settings that
+        contradict each other (:func:`~explorer.config.schema.config_problems`).
         Whether a run of the config fits in the memory free is not checked here: that depends
         on the machine, and the modes check it as they start (:mod:`explorer.agent.memory`).
     """
@@ -108,11 +188,11 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     origins: dict[str, str] = {}
     if path is not None:
         path = Path(path)
-        for key, value in _flatten(_parse_file(path)).items():
-            _merge(tree, key.split("."), value, str(path))
-            origins[key] = str(path)
-    for text in overrides:
-        keypath, value = _parse_override(text)
+        given = [(key.split("."), value) for key, value in _flatten(_parse_file(path)).items()]
+        for keypath, value in _moved(given, str(path), quiet=run_file):
+            _merge(tree, keypath, value, str(path))
+            origins[".".join(keypath)] = str(path)
+    for keypath, value in _moved([kv for text in overrides for kv in _override(text)], "--set"):
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"
     kinds = _kind_problems(tree, origins)
@@ -125,9 +205,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         lines = []
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
-            # an element of a list or table setting (``learner.filters.1``, ``game.actions.UP.a``) comes from
-            # where that setting came from
-            where = next((origins[k] for k in (key, ".".join(key.split(".")[:2])) if k in origins), "defaults")
+            # an element of a list or table setting (``learner.networks.filters.1``, ``game.actions.UP.a``) comes
+            # from where that setting came from
+            where = _origin(key, origins)
             if e["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)
@@ -141,6 +221,13 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
             raise ConfigError(f"invalid configuration: {lines[0]}") from None
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     return config
+
+
+def _origin(key: str, origins: dict[str, str]) -> str:
+    """Where the setting ``key`` (or the setting holding it: ``game.actions.UP.a``) came from."""
+    parts = key.split(".")
+    return next((origins[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in origins),
+                "defaults")
 
 
 def _kind_problems(tree: dict[str, Any], origins: dict[str, str]) -> list[str]:
@@ -201,15 +288,26 @@ def _parse_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
-_KEY = re.compile(r"(?<![\w.])([a-z_]+\.[a-z_0-9]+)(?!\w)")  # a dotted setting name in a message
+_KEY = re.compile(r"(?<![\w.])([a-z_]+(?:\.[a-z_0-9]+)+)")  # a dotted setting name in a message
+
+
+def _settings(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
+    """Every setting's dotted key (``run.steps``, ``learner.schedule.warmup_steps``)."""
+    out: list[str] = []
+    for name in model.model_fields:
+        sub = _model_at(f"{prefix}{name}".split("."))
+        out += _settings(sub, f"{prefix}{name}.") if sub is not None else [f"{prefix}{name}"]
+    return out
 
 
 def _origins_of(text: str, origins: dict[str, str]) -> str:
     """Where the settings named in ``text`` came from: ``from --set``, or ``from --set: a.b; defaults: c.d``."""
-    known = {f"{section}.{key}" for section in Config.model_fields for key in _known_keys(section)}
+    known = set(_settings())
     by_origin: dict[str, list[str]] = {}
-    for key in dict.fromkeys(_KEY.findall(text)):
-        if key in known:
+    for name in dict.fromkeys(_KEY.findall(text)):
+        parts = name.split(".")  # the setting a name starts with: learner.actions.action_low of ...action_low.0
+        key = next((k for k in (".".join(parts[:n]) for n in range(len(parts), 1, -1)) if k in known), None)
+        if key is not None and key not in by_origin.get(origins.get(key, "defaults"), []):
             by_origin.setdefault(origins.get(key, "defaults"), []).append(key)
     if len(by_origin) <= 1:
         return f"from {next(iter(by_origin), 'defaults')}"
@@ -219,19 +317,17 @@ def _origins_of(text: str, origins: dict[str, str]) -> str:
 
 
 def missing_keys(path: str | Path) -> dict[str, Any]:
-    """Settings a TOML file does not set (written by an older version, say), with their defaults."""
-    given = _flatten(_parse_file(Path(path)))
+    """Settings a TOML file does not set (written by an older version, say), with their defaults; a setting
+    the file gives under its old key (:data:`MOVED_KEYS`) is set."""
+    flat = [(key.split("."), value) for key, value in _flatten(_parse_file(Path(path))).items()]
+    given = {".".join(keypath) for keypath, _ in _moved(flat, str(path), quiet=True)}
     return {k: v for k, v in _flatten(Config().to_dict()).items() if k not in given}
 
 
 def _known_keys(section: str) -> list[str]:
-    model: type[BaseModel] = Config
-    if section:
-        field = Config.model_fields.get(section)
-        if field is None or not isinstance(field.annotation, type):
-            return sorted(Config.model_fields)
-        model = field.annotation
-    return sorted(model.model_fields)
+    """The keys of the section or group ``section`` (``learner.schedule``); the sections for any other."""
+    model = _model_at(section.split(".")) if section else Config
+    return sorted((model or Config).model_fields)
 
 
 def dump(config: Config, path: str | Path) -> None:
@@ -240,28 +336,39 @@ def dump(config: Config, path: str | Path) -> None:
 
 
 def render_toml(config: Config | None = None) -> str:
-    """The config as commented TOML: each section's docstring and each key's description.
+    """The config as commented TOML: each section's and group's docstring and each key's description.
 
     ``config.toml`` at the top of the repository is this text for the defaults
     (``python tools/write_config.py`` regenerates it).
     """
     config = config or Config()
-    values = config.to_dict()
     lines = ["# explorer configuration: every setting with its default.",
              "# Load another file with --config PATH; override one key with --set section.key=value.", ""]
-    for section, field in Config.model_fields.items():
-        model = field.annotation
-        assert isinstance(model, type) and issubclass(model, BaseModel)
-        lines.append(f"[{section}]")
-        lines.append(f"# {(model.__doc__ or '').strip().splitlines()[0]}")
-        for key, sub in model.model_fields.items():
-            # a seed derived from run.seed is shown commented out: a copy of this file that sets it
-            # would pin it, and run.seed would no longer move it
-            derived = key not in values[section]
-            value = getattr(getattr(config, section), key) if derived else values[section][key]
-            literal = (f"[{', '.join(toml_literal(v) for v in value)}]" if isinstance(value, list)
-                       else toml_literal(value))
-            rendered = f"{'# ' if derived else ''}{key} = {literal}"
-            lines.append(f"{rendered:<40} # {sub.description}")
-        lines.append("")
+    for section in Config.model_fields:
+        lines += _render_table(section, getattr(config, section), config.to_dict()[section])
     return "\n".join(lines)
+
+
+def _render_table(name: str, part: BaseModel, values: dict[str, Any]) -> list[str]:
+    """The TOML table ``[name]`` of the section or group ``part`` (``values``: its :meth:`Config.to_dict`), its
+    groups after it as tables of their own."""
+    lines = [f"[{name}]", f"# {(type(part).__doc__ or '').strip().splitlines()[0]}"]
+    groups = []
+    for key, sub in type(part).model_fields.items():
+        value = getattr(part, key)
+        if isinstance(value, BaseModel):
+            groups.append(key)
+            continue
+        # a seed derived from run.seed is shown commented out: a copy of this file that sets it
+        # would pin it, and run.seed would no longer move it
+        derived = key not in values
+        if not derived:
+            value = values[key]
+        literal = (f"[{', '.join(toml_literal(v) for v in value)}]" if isinstance(value, (list, tuple))
+                   else toml_literal(value))
+        rendered = f"{'# ' if derived else ''}{key} = {literal}"
+        lines.append(f"{rendered:<40} # {sub.description}")
+    lines.append("")
+    for key in groups:
+        lines += _render_table(f"{name}.{key}", getattr(part, key), values[key])
+    return lines

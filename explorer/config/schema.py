@@ -356,6 +356,88 @@ _Stick = Annotated[float, Field(gt=-1.0, lt=1.0)]  # a stick value strictly insi
 _Bound = Annotated[float, Field(ge=-1.0, le=1.0)]  # a stick value in [-1, 1]
 
 
+class NetworksConfig(_Section):
+    """The learner's networks: their sizes, what they read besides the picture, how pictures are augmented."""
+
+    hidden: int = Field(256, gt=0, description="width of critic and actor heads")
+    feature: int = Field(128, gt=0, description="encoder output width")
+    filters: tuple[Annotated[int, Field(gt=0)], ...] = Field(
+        (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
+    augment: int = Field(0, ge=0, description="random-shift augmentation of replayed pictures for the critics (DrQ), pixels; 0: off")
+    shared_encoder: bool = Field(True, description="the actor reads the critic's encoder features instead of a CNN of its own (docs/config.md#learnernetworks)")
+    context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
+    view_strips: int = Field(0, ge=0, le=64, description="vertical view strips whose colour rarity feeds the context, 0-64; 0: off (docs/config.md#learnernetworks)")
+    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis: N x N grid of visited map cells in the context, odd N; 0: off (docs/config.md#learnernetworks)")
+
+    @model_validator(mode="after")
+    def _context_inputs(self) -> NetworksConfig:
+        if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
+            raise ValueError(f"learner.networks.oracle_map = {self.oracle_map} needs an odd number of squares (the "
+                             f"player's own in the middle) and learner.networks.context = true; got "
+                             f"learner.networks.context = {str(self.context).lower()}")
+        if self.view_strips and not self.context:
+            raise ValueError(f"learner.networks.view_strips = {self.view_strips} feeds the strips through the context, "
+                             f"but learner.networks.context = false: set learner.networks.context = true, or "
+                             f"learner.networks.view_strips = 0")
+        return self
+
+
+class ActionsConfig(_Section):
+    """What the actor sends (the stick range and the prior) and how it varies it (noise, options, a planner)."""
+
+    action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
+        (0.0, 0.0, 0.0, 0.8), description="stick values (camera x/y, walk x/y) the policy is centred on, inside the range (docs/config.md#learneractions)")
+    action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
+        (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy sends per axis (camera x/y, walk x/y) (docs/config.md#learneractions)")
+    action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
+        (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
+    noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
+    random_options: float = Field(0.0, ge=0, le=1, description="chance per decision of a random option held option_steps decisions, 0-1 (docs/config.md#learneractions)")
+    option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
+                              "residual's proposal (residual)")
+    residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
+    plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learneractions)")
+    model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
+                                "the critics' in the encoder's update")
+
+    @model_validator(mode="after")
+    def _prior_inside_range(self) -> ActionsConfig:
+        for i, axis in enumerate(("camera x", "camera y", "walk x", "walk y")):
+            low, high, prior = self.action_low[i], self.action_high[i], self.action_prior[i]
+            if not low < high:
+                raise ValueError(f"learner.actions.action_low.{i} ({axis}) = {low} must be below "
+                                 f"learner.actions.action_high.{i} = {high}")
+            if not low < prior < high:
+                raise ValueError(f"learner.actions.action_prior.{i} ({axis}) = {prior} must lie strictly between "
+                                 f"learner.actions.action_low.{i} = {low} and learner.actions.action_high.{i} = "
+                                 f"{high}; move the prior inside the range or widen the range")
+        if self.residual and (self.plan_candidates or self.random_options):
+            raise ValueError(f"learner.actions.residual = {self.residual} is the actor's only way to vary its prior: "
+                             f"it needs learner.actions.plan_candidates = 0 and learner.actions.random_options = 0")
+        return self
+
+
+class ScheduleConfig(_Section):
+    """When the learner trains, how much it keeps, and when it checkpoints and publishes its weights."""
+
+    batch_size: int = Field(32, gt=0, description="transitions per update")
+    update_every: int = Field(1, ge=1, description="agent steps between updates (update-to-data ratio 1/update_every)")
+    warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
+    replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
+    checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
+    overlap: bool = Field(False, description="explore: train on a thread of its own while the actor takes its next step (docs/config.md#learnerschedule)")
+    publish_every: int = Field(10, ge=1, description="live mode and run.workers > 1: updates between weight snapshots "
+                               "handed to the acting policies")
+    lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps the learner may fall behind before the workers wait; 0: never")
+
+
+class LiveConfig(_Section):
+    """Learning in live mode, beside the control loop."""
+
+    between_ticks: bool = Field(True, description="live mode: updates start only in the control loop's wait for a tick (docs/config.md#learnerlive)")
+    max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+
+
 class LearnerConfig(_Section):
     """The surrogate learner: twin critics fitted to novelty, an actor that climbs them."""
 
@@ -363,10 +445,6 @@ class LearnerConfig(_Section):
     gamma: float = Field(0.97, gt=0, lt=1, description="discount per agent step")
     n_step: int = Field(5, ge=1, description="decisions of novelty summed before bootstrapping (n-step TD)")
     action_repeat: int = Field(1, ge=1, description="agent steps each decision of the actor is held for; a replayed transition is one decision")
-    batch_size: int = Field(32, gt=0, description="transitions per update")
-    update_every: int = Field(1, ge=1, description="agent steps between updates (update-to-data ratio 1/update_every)")
-    warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
-    replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
     actor_lr: float = Field(3e-4, gt=0, description="actor Adam step size")
     critic_lr: float = Field(3e-4, gt=0, description="critic Adam step size")
     alpha_lr: float = Field(3e-4, gt=0, description="SAC entropy-weight Adam step size")
@@ -374,73 +452,28 @@ class LearnerConfig(_Section):
     target_entropy: float = Field(-2.0, description="SAC target entropy, nats summed over the stick axes and buttons (docs/config.md#learner)")
     tau: float = Field(0.01, gt=0, le=1, description="target network Polyak rate per update")
     clip_norm: float = Field(10.0, gt=0, description="global-norm gradient clip per optimiser")
-    hidden: int = Field(256, gt=0, description="width of critic and actor heads")
-    feature: int = Field(128, gt=0, description="encoder output width")
-    filters: tuple[Annotated[int, Field(gt=0)], ...] = Field(
-        (16, 32, 32), description="conv filters per encoder layer (kernel 3, stride 2)")
-    augment: int = Field(0, ge=0, description="random-shift augmentation of replayed pictures for the critics (DrQ), pixels; 0: off")
-    shared_encoder: bool = Field(True, description="the actor reads the critic's encoder features instead of a CNN of its own (docs/config.md#learner)")
-    context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
-    view_strips: int = Field(0, ge=0, le=64, description="vertical strips of the view whose colour rarity feeds the context, 0-64; 0: off (docs/config.md#learner)")
-    plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learner)")
-    model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
-                                "the critics' in the encoder's update")
-    oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis: N x N grid of visited map cells fed to the context, odd N; 0: off (docs/config.md#learner)")
-    noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
-    random_options: float = Field(0.0, ge=0, le=1, description="chance per decision of a random option held option_steps decisions, 0-1 (docs/config.md#learner)")
-    option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
-                              "residual's proposal (residual)")
-    residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learner)")
     td3_noise: float = Field(0.3, ge=0, description="TD3 exploration noise std (stick units)")
     td3_target_noise: float = Field(0.2, ge=0, description="TD3 target-policy smoothing std")
     td3_policy_delay: int = Field(2, ge=1, description="TD3 critic updates per actor update")
     preact_penalty: float = Field(1e-3, ge=0, description="penalty on squared pre-tanh actor means (keeps sticks off saturation)")
-    action_prior: tuple[_Stick, _Stick, _Stick, _Stick] = Field(
-        (0.0, 0.0, 0.0, 0.8), description="stick values (camera x/y, walk x/y) the policy is centred on, inside the range (docs/config.md#learner)")
-    action_low: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
-        (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy sends per axis (camera x/y, walk x/y) (docs/config.md#learner)")
-    action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
-        (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of network init, exploration noise and replay sampling (unset: run.seed)")
     eager: bool = Field(False, description="run the train step eagerly (debugging)")
     xla: bool = Field(False, description="compile the whole update as one XLA cluster; off by default (docs/config.md#learner)")
-    overlap: bool = Field(False, description="explore: train on a thread of its own while the actor takes its next step (docs/config.md#learner)")
-    checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
-    publish_every: int = Field(10, ge=1, description="live mode and run.workers > 1: updates between weight snapshots "
-                               "handed to the acting policies")
-    lag_steps: int = Field(2000, ge=0, description="run.workers > 1: agent steps the learner may fall behind before the workers wait; 0: never")
-    between_ticks: bool = Field(True, description="live mode: updates start only in the control loop's wait for a tick (docs/config.md#learner)")
-    max_updates_per_s: float = Field(0.0, ge=0, description="live mode: cap on learner updates per second (0: as fast as the CPU allows)")
+    networks: NetworksConfig = Field(NetworksConfig(), description="the networks (docs/config.md#learnernetworks)")
+    actions: ActionsConfig = Field(ActionsConfig(), description="what the actor sends and how it varies it (docs/config.md#learneractions)")
+    schedule: ScheduleConfig = Field(ScheduleConfig(), description="when it trains, keeps, checkpoints and publishes (docs/config.md#learnerschedule)")
+    live: LiveConfig = Field(LiveConfig(), description="live mode's learning (docs/config.md#learnerlive)")
 
     @model_validator(mode="after")
-    def _planner_and_oracle_map(self) -> LearnerConfig:
-        if self.plan_candidates and not self.shared_encoder:
-            raise ValueError(f"learner.plan_candidates = {self.plan_candidates} predicts from the critic's encoder, "
-                             f"which the actor reads only with learner.shared_encoder = true: set it, or "
-                             f"learner.plan_candidates = 0")
-        if self.residual and (not self.context or self.plan_candidates or self.random_options):
-            raise ValueError(f"learner.residual = {self.residual} reads its proposal from the context and is the "
-                             f"actor's only way to vary its prior: it needs learner.context = true, "
-                             f"learner.plan_candidates = 0 and learner.random_options = 0")
-        if self.oracle_map and (self.oracle_map % 2 == 0 or not self.context):
-            raise ValueError(f"learner.oracle_map = {self.oracle_map} needs an odd number of squares (the player's "
-                             f"own in the middle) and learner.context = true; got learner.context = "
-                             f"{str(self.context).lower()}")
-        return self
-
-    @model_validator(mode="after")
-    def _prior_inside_range(self) -> LearnerConfig:
-        for i, axis in enumerate(("camera x", "camera y", "walk x", "walk y")):
-            low, high, prior = self.action_low[i], self.action_high[i], self.action_prior[i]
-            if not low < high:
-                raise ValueError(f"learner.action_low.{i} ({axis}) = {low} must be below learner.action_high.{i} = {high}")
-            if not low < prior < high:
-                raise ValueError(f"learner.action_prior.{i} ({axis}) = {prior} must lie strictly between "
-                                 f"learner.action_low.{i} = {low} and learner.action_high.{i} = {high}; "
-                                 f"move the prior inside the range or widen the range")
-        if self.view_strips and not self.context:
-            raise ValueError(f"learner.view_strips = {self.view_strips} feeds the strips through the context, but "
-                             f"learner.context = false: set learner.context = true, or learner.view_strips = 0")
+    def _across_groups(self) -> LearnerConfig:
+        networks, actions = self.networks, self.actions
+        if actions.plan_candidates and not networks.shared_encoder:
+            raise ValueError(f"learner.actions.plan_candidates = {actions.plan_candidates} predicts from the critic's "
+                             f"encoder, which the actor reads only with learner.networks.shared_encoder = true: set "
+                             f"it, or learner.actions.plan_candidates = 0")
+        if actions.residual and not networks.context:
+            raise ValueError(f"learner.actions.residual = {actions.residual} reads its proposal from the context: it "
+                             f"needs learner.networks.context = true, or learner.actions.residual = 0")
         return self
 
 
@@ -542,20 +575,22 @@ def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) 
 
     Frames usually follow ``observation``; a replay of recorded sessions has the sessions' frames.
     """
-    n = replay_slots(frame, stack, learner.replay_mb)
+    schedule, strips = learner.schedule, learner.networks.view_strips
+    n = replay_slots(frame, stack, schedule.replay_mb)
     per_frame = math.prod(frame) + 64
-    holds = (f"learner.replay_mb = {learner.replay_mb:g} holds {n} transitions of "
+    holds = (f"learner.schedule.replay_mb = {schedule.replay_mb:g} holds {n} transitions of "
              f"{'x'.join(str(s) for s in frame)} frames")
     problems = []
-    if learner.view_strips > frame[1]:
-        problems.append(f"learner.view_strips = {learner.view_strips} splits frames {frame[1]} pixels wide into more "
+    if strips > frame[1]:
+        problems.append(f"learner.networks.view_strips = {strips} splits frames {frame[1]} pixels wide into more "
                         f"strips than they have columns (empty strips have no colours to score): lower "
-                        f"learner.view_strips to {frame[1]} or less, or widen the frames (observation.width)")
-    if learner.batch_size > n:
+                        f"learner.networks.view_strips to {frame[1]} or less, or widen the frames (observation.width)")
+    if schedule.batch_size > n:
         # training waits for a batch's worth of transitions, which never come
-        need = math.ceil(learner.batch_size * per_frame / 2**20 * 10) / 10
-        problems.append(f"{holds}; learner.batch_size = {learner.batch_size} needs at least {learner.batch_size}: "
-                        f"raise learner.replay_mb (to {need:.1f} or more) or lower learner.batch_size")
+        need = math.ceil(schedule.batch_size * per_frame / 2**20 * 10) / 10
+        problems.append(f"{holds}; learner.schedule.batch_size = {schedule.batch_size} needs at least "
+                        f"{schedule.batch_size}: raise learner.schedule.replay_mb (to {need:.1f} or more) or lower "
+                        f"learner.schedule.batch_size")
     # A transition is sampled only while all its frames are held. Across an episode start its oldest
     # frame lies this many frames back; with fewer held, sampling never finds one and waits forever.
     span = 2 * stack + (learner.n_step + 1) * learner.action_repeat - 1
@@ -563,7 +598,8 @@ def replay_problems(frame: tuple[int, ...], stack: int, learner: LearnerConfig) 
         problems.append(f"{holds}, but one transition reaches back 2 * observation.stack + (learner.n_step + 1) * "
                         f"learner.action_repeat - 1 = {span} frames (observation.stack = {stack}, learner.n_step = "
                         f"{learner.n_step}, learner.action_repeat = {learner.action_repeat}), so no transition could "
-                        f"be sampled: raise learner.replay_mb or lower learner.n_step or learner.action_repeat")
+                        f"be sampled: raise learner.schedule.replay_mb or lower learner.n_step or "
+                        f"learner.action_repeat")
     return problems
 
 
@@ -594,14 +630,16 @@ def config_problems(config: Config) -> list[str]:
                         f"raise ring.capacity or lower observation.stack")
     problems += replay_problems(frame, obs.stack, learner)
     fits = conv_layers_fitting(min(h, w))
-    if len(learner.filters) > fits:
-        problems.append(f"learner.filters = {list(learner.filters)} asks for {len(learner.filters)} convolutions "
+    filters = learner.networks.filters
+    if len(filters) > fits:
+        problems.append(f"learner.networks.filters = {list(filters)} asks for {len(filters)} convolutions "
                         f"(kernel 3, stride 2), but frames of observation.height = {h} by observation.width = {w} "
-                        f"pixels go through at most {fits}: drop entries from learner.filters or raise "
+                        f"pixels go through at most {fits}: drop entries from learner.networks.filters or raise "
                         f"observation.height and observation.width")
-    if learner.augment > min(h, w):
-        problems.append(f"learner.augment = {learner.augment} pads each picture by more than its size "
-                        f"(observation.height = {h}, observation.width = {w}): lower learner.augment to "
+    if learner.networks.augment > min(h, w):
+        problems.append(f"learner.networks.augment = {learner.networks.augment} pads each picture by more than "
+                        f"its size "
+                        f"(observation.height = {h}, observation.width = {w}): lower learner.networks.augment to "
                         f"{min(h, w)} or less")
     if novelty.signal in ("rnd", "forward"):
         cnn, instead = f"novelty.signal = {novelty.signal}", "novelty.signal = pixel or episodic"
@@ -614,14 +652,15 @@ def config_problems(config: Config) -> list[str]:
                         f"that needs at least 7 by 7 pixels, but observation.height = {h} and observation.width = "
                         f"{w}: raise them, or use {instead}")
     problems += worker_problems(config)
-    if learner.plan_candidates and novelty.signal == "episodic" and novelty.embedding == "temporal":
-        problems.append(f"learner.plan_candidates = {learner.plan_candidates} predicts embeddings as the novelty's "
+    plan = learner.actions.plan_candidates
+    if plan and novelty.signal == "episodic" and novelty.embedding == "temporal":
+        problems.append(f"learner.actions.plan_candidates = {plan} predicts embeddings as the novelty's "
                         f"model gives them, but novelty.embedding = temporal normalises them after: use another "
-                        f"novelty.embedding, or learner.plan_candidates = 0")
-    if learner.plan_candidates and novelty.signal != "episodic":
-        problems.append(f"learner.plan_candidates = {learner.plan_candidates} scores actions against the episodic "
+                        f"novelty.embedding, or learner.actions.plan_candidates = 0")
+    if plan and novelty.signal != "episodic":
+        problems.append(f"learner.actions.plan_candidates = {plan} scores actions against the episodic "
                         f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
-                        f"novelty.signal = episodic, or learner.plan_candidates = 0")
+                        f"novelty.signal = episodic, or learner.actions.plan_candidates = 0")
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "
@@ -655,37 +694,41 @@ def explore_warnings(config: Config) -> list[str]:
     ``run.steps`` counts from the start of the run, resumptions included, as warm-up does.
     """
     run, learner = config.run, config.learner
+    schedule = learner.schedule
     if run.agent != "explorer":
         return []
-    if run.steps <= learner.warmup_steps:
-        return [f"run.steps = {run.steps} ends before learner.warmup_steps = {learner.warmup_steps}: the actor never "
-                f"acts and nothing is learned, so this run measures the warm-up's random sticks; raise run.steps or "
-                f"lower learner.warmup_steps"]
+    if run.steps <= schedule.warmup_steps:
+        return [f"run.steps = {run.steps} ends before learner.schedule.warmup_steps = {schedule.warmup_steps}: the "
+                f"actor never acts and nothing is learned, so this run measures the warm-up's random sticks; raise "
+                f"run.steps or lower learner.schedule.warmup_steps"]
     first = _first_update(learner)
     if run.steps <= first:
-        return [f"run.steps = {run.steps} ends before the first update (after learner.warmup_steps = "
-                f"{learner.warmup_steps} steps and learner.batch_size = {learner.batch_size} transitions of "
-                f"learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise run.steps"]
-    update = math.ceil(first / learner.update_every) * learner.update_every  # on multiples of update_every
+        return [f"run.steps = {run.steps} ends before the first update (after learner.schedule.warmup_steps = "
+                f"{schedule.warmup_steps} steps and learner.schedule.batch_size = {schedule.batch_size} transitions "
+                f"of learner.action_repeat = {learner.action_repeat} steps each): nothing is learned; raise "
+                f"run.steps"]
+    update = math.ceil(first / schedule.update_every) * schedule.update_every  # on multiples of update_every
     if run.steps < update:
-        return [f"learner.update_every = {learner.update_every} puts the first update at step {update}, after "
-                f"run.steps = {run.steps}: nothing is learned; lower learner.update_every or raise run.steps"]
+        return [f"learner.schedule.update_every = {schedule.update_every} puts the first update at step {update}, "
+                f"after run.steps = {run.steps}: nothing is learned; lower learner.schedule.update_every or raise "
+                f"run.steps"]
     return []
 
 
 def _first_update(learner: LearnerConfig) -> int:
     """The agent step after which the first update can come: past the warm-up, with a batch of transitions
     (one per decision of ``action_repeat`` steps, ``n_step`` more to complete their returns)."""
-    return max(learner.warmup_steps, (learner.batch_size + learner.n_step) * learner.action_repeat)
+    schedule = learner.schedule
+    return max(schedule.warmup_steps, (schedule.batch_size + learner.n_step) * learner.action_repeat)
 
 
 def replay_warnings(config: Config, transitions: int) -> list[str]:
     """What makes a replay of ``transitions`` recorded steps learn nothing (to print before it starts)."""
-    learner = config.learner
-    update = math.ceil(_first_update(learner) / learner.update_every) * learner.update_every
+    schedule = config.learner.schedule
+    update = math.ceil(_first_update(config.learner) / schedule.update_every) * schedule.update_every
     if transitions >= update:
         return []
     return [f"replaying {transitions} recorded steps ends before the first update, at step {update} "
-            f"(learner.warmup_steps = {learner.warmup_steps}, learner.batch_size = {learner.batch_size}, "
-            f"learner.update_every = {learner.update_every}): nothing is learned; lower learner.warmup_steps, or "
-            f"replay more (--epochs, more sessions)"]
+            f"(learner.schedule.warmup_steps = {schedule.warmup_steps}, learner.schedule.batch_size = "
+            f"{schedule.batch_size}, learner.schedule.update_every = {schedule.update_every}): nothing is learned; "
+            f"lower learner.schedule.warmup_steps, or replay more (--epochs, more sessions)"]

@@ -66,8 +66,9 @@ class Agent:
 
 #: settings that shape the networks, the replay or the novelty model: a checkpoint fits only the same values
 SHAPING_SETTINGS = ("pad.buttons", "observation.width", "observation.height", "observation.grayscale",
-                    "observation.stack", "learner.algo", "learner.hidden", "learner.feature", "learner.filters",
-                    "learner.shared_encoder", "learner.context", "learner.view_strips", "learner.replay_mb",
+                    "observation.stack", "learner.algo", "learner.networks.hidden", "learner.networks.feature",
+                    "learner.networks.filters", "learner.networks.shared_encoder", "learner.networks.context",
+                    "learner.networks.view_strips", "learner.schedule.replay_mb",
                     "novelty.signal", "novelty.embedding", "novelty.embed_dim", "novelty.histogram_bins",
                     "novelty.lifelong", "novelty.episode_capacity", "novelty.pixel_window")
 
@@ -85,11 +86,13 @@ def settings_differences(run_config: Path, config: Config) -> str | None:
 
     if not run_config.is_file():
         return None
-    theirs, ours = load(run_config, []).to_dict(), config.to_dict()
+    theirs, ours = load(run_config, [], run_file=True).to_dict(), config.to_dict()
 
     def value(tree: dict[str, Any], key: str) -> Any:
-        section, name = key.split(".")
-        return tree.get(section, {}).get(name)
+        node: Any = tree
+        for name in key.split("."):  # learner.networks.hidden: a group's setting
+            node = node.get(name) if isinstance(node, dict) else None
+        return node
 
     changed = [k for k in SHAPING_SETTINGS if value(theirs, k) != value(ours, k)]
     if not changed:
@@ -119,8 +122,8 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     h, w, c = (int(s) for s in frame_shape)
     buttons = config.pad.buttons
     novelty, context = _novelty_and_context(config, (h, w, c))
-    replay = Replay((h, w, c), k, context.dim, lc.replay_mb, lc.seed, action_dim(buttons),
-                    after=lc.action_repeat if lc.plan_candidates else 0)
+    replay = Replay((h, w, c), k, context.dim, lc.schedule.replay_mb, lc.seed, action_dim(buttons),
+                    after=lc.action_repeat if lc.actions.plan_candidates else 0)
     learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons, context.proposal_at)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
@@ -168,25 +171,27 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
     novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
     lc = config.learner
     proposal = None
-    if lc.residual:  # drawn as sticky_prior draws, held option_steps decisions; its own seed in each worker
-        proposal = Proposal(StickRange(lc, config.pad.buttons).prior, lc.option_steps * lc.action_repeat, lc.seed + 3)
-    return novelty, Context(lc.context, config.game.episode_steps, dim, lc.view_strips, config.novelty.histogram_bins,
-                            lc.oracle_map, config.novelty.oracle_cell, proposal)
+    if lc.actions.residual:  # drawn as sticky_prior draws, held option_steps decisions; its own seed in each worker
+        proposal = Proposal(StickRange(lc, config.pad.buttons).prior, lc.actions.option_steps * lc.action_repeat,
+                            lc.seed + 3)
+    return novelty, Context(lc.networks.context, config.game.episode_steps, dim, lc.networks.view_strips,
+                            config.novelty.histogram_bins, lc.networks.oracle_map, config.novelty.oracle_cell,
+                            proposal)
 
 
 def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int,
                  novelty: Novelty) -> tuple[Any, tuple[Any, Any] | None]:
-    """A policy network of its own for an actor, and with ``learner.plan_candidates`` the planner's
+    """A policy network of its own for an actor, and with ``learner.actions.plan_candidates`` the planner's
     ``(encoder, model head)`` (its weights arrive through the actor's ``set_weights``)."""
     lc = config.learner
     h, w, c = frame_shape
     stacked = (h, w, config.observation.stack * c)
     dim = action_dim(config.pad.buttons)
-    encoder = build_encoder(stacked, lc.filters, lc.feature, lc.seed + 200, "acting_encoder")
+    encoder = build_encoder(stacked, lc.networks.filters, lc.networks.feature, lc.seed + 200, "acting_encoder")
     policy_net = build_policy_net(stacked, ctx_dim, lc, encoder, dim)[1]
-    if not lc.plan_candidates or not isinstance(novelty, EpisodicNovelty):
+    if not lc.actions.plan_candidates or not isinstance(novelty, EpisodicNovelty):
         return policy_net, None
-    return policy_net, (encoder, build_model_head(lc.feature, lc, int(novelty.embed.output_shape[-1]), dim))
+    return policy_net, (encoder, build_model_head(lc.networks.feature, lc, int(novelty.embed.output_shape[-1]), dim))
 
 
 def build_baseline(config: Config) -> Actor:

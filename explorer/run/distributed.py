@@ -11,7 +11,7 @@ metrics, checkpoints and the step budget.
 
 Back-pressure, not queues: a worker is at most one batch ahead of its grant,
 at most ``max(2, N)`` batches wait for the learner, and grants stop while the
-learner is more than ``learner.lag_steps`` steps behind its update-to-data
+learner is more than ``learner.schedule.lag_steps`` steps behind its update-to-data
 ratio. Faults: a worker whose process dies is restarted by Ray, one whose game
 fails is killed and restarted the same way (up to ``run.worker_restarts``
 times each); the batch it was acting is lost, counted and reported, and its
@@ -434,7 +434,7 @@ class Coordinator:
         self.frames = 0
         self.transitions = 0
         self._next_log = self._next_multiple(config.run.log_every)
-        self._next_save = self._next_multiple(config.learner.checkpoint_every) if config.learner.checkpoint_every else None
+        self._next_save = self._next_multiple(config.learner.schedule.checkpoint_every) if config.learner.schedule.checkpoint_every else None
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
         self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
@@ -494,7 +494,7 @@ class Coordinator:
         self.budget = min(self.budget, self.delivered + sum(s.granted for s in self.slots))
 
     def _behind(self) -> bool:
-        """The learner is more than ``learner.lag_steps`` agent steps behind its update-to-data ratio."""
+        """The learner is more than ``learner.schedule.lag_steps`` agent steps behind its update-to-data ratio."""
         return self.schedule.behind(self.run_steps, int(self.status["updates"]))
 
     def _schedule(self, slot: _Slot) -> None:
@@ -636,7 +636,7 @@ class Coordinator:
     def _log_and_save(self) -> None:
         if self._next_save is not None and self.run_steps >= self._next_save:
             self.saves.append(self.learner.save.remote())
-            every = self.config.learner.checkpoint_every
+            every = self.config.learner.schedule.checkpoint_every
             self._next_save = (self.run_steps // every + 1) * every
         if self.run_steps >= self._next_log:
             self._log()
@@ -645,7 +645,7 @@ class Coordinator:
 
     def update_to_data(self, status: dict[str, Any]) -> float:
         """Updates per agent step measured this session, from the end of the warm-up on."""
-        learning = self.run_steps - max(self.start, self.config.learner.warmup_steps)
+        learning = self.run_steps - max(self.start, self.config.learner.schedule.warmup_steps)
         updates = int(status["updates"]) - int(self.status_first["updates"])
         return updates / learning if learning > 0 else 0.0
 
@@ -658,7 +658,7 @@ class Coordinator:
             "step": self.run_steps, "steps_per_s": (self.run_steps - steps) / dt,
             "updates": status["updates"], "updates_per_s": (status["updates"] - updates) / dt,
             "transitions_per_s": (status["transitions"] - transitions) / dt,
-            "update_to_data": self.update_to_data(status), "update_to_data_setting": 1 / self.config.learner.update_every,
+            "update_to_data": self.update_to_data(status), "update_to_data_setting": 1 / self.config.learner.schedule.update_every,
             "transitions": status["transitions"],
             "weights_version": status["version"], "learner_rss_mb": status["rss_mb"],
             "lost_batches": sum(s.lost_batches for s in self.slots),
@@ -792,7 +792,7 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         "session": None, "checkpoint": final.get("checkpoint"),
         "updates": int(final["updates"]), "updates_this_run": updates,
         "updates_per_s": final["updates_per_s"], "update_to_data": c.update_to_data(final),
-        "update_to_data_setting": 1 / config.learner.update_every,
+        "update_to_data_setting": 1 / config.learner.schedule.update_every,
         "transitions": final["transitions"], "transitions_per_s": final["transitions"] / seconds if seconds > 0 else 0.0,
         "weights_version": final["version"], "lost_batches": sum(s.lost_batches for s in c.slots),
         "lost_steps": sum(s.lost_steps for s in c.slots), "worker_restarts": sum(s.restarts for s in c.slots),

@@ -1,7 +1,7 @@
 """``explorer explore``: the built-in game, headless, the learning actor with an inline learner.
 
 The driver runs the game env; observers train (one update every
-``learner.update_every`` steps after the warm-up), measure coverage, log,
+``learner.schedule.update_every`` steps after the warm-up), measure coverage, log,
 record and checkpoint. The summary goes to ``<run>/summary.json``.
 """
 
@@ -72,7 +72,7 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
         stack.callback(env.close)
         agent = None
         if actor is None and config.run.agent == "explorer":
-            agent = a.learning_agent(env.frame_shape, acting_copy=config.learner.overlap, restore=run_path)
+            agent = a.learning_agent(env.frame_shape, acting_copy=config.learner.schedule.overlap, restore=run_path)
             actor = agent.actor
         elif actor is None:
             actor = build_baseline(config)
@@ -118,18 +118,18 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
 
 
 def _train(a: Assembly, driver: Driver, agent: Any, done: Callable[[], int]) -> LockstepLearner | None:
-    """The inline learner (or, with ``learner.overlap``, the lockstep one, returned) on its schedule, and
+    """The inline learner (or, with ``learner.schedule.overlap``, the lockstep one, returned) on its schedule, and
     the periodic checkpoints of settled weights."""
     config = a.config
     schedule = UpdateSchedule.from_config(config.learner)
     trainer: Trainer = InlineTrainer(agent.learner, schedule)
     lockstep = None
-    if config.learner.overlap:
+    if config.learner.schedule.overlap:
         trainer = lockstep = LockstepLearner(agent.learner, agent.actor, adds_per_step(config), schedule)
         a.stack.callback(lockstep.stop)
     acting = agent.actor
     Training(trainer.start(), lambda: acting.steps).attach(driver)
-    a.checkpoint_every(driver, config.learner.checkpoint_every, done,
+    a.checkpoint_every(driver, config.learner.schedule.checkpoint_every, done,
                        settle=lockstep.drain if lockstep is not None else None)  # the checkpoint holds settled weights
     return lockstep
 

@@ -66,7 +66,7 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
         if actor is None:
             agent = a.learning_agent(tuple(screen.shape), acting_copy=True, restore=resume)
             actor = agent.actor
-            window = IdleWindow() if config.learner.between_ticks else None
+            window = IdleWindow() if config.learner.live.between_ticks else None
             threaded = ThreadedLearner(agent.learner, UpdateSchedule.from_config(config.learner, live=True),
                                        steps=lambda: agent.actor.steps, actor=agent.actor, window=window)
             # Attached before the env, so the env (and its pad) closes first, on every way out.

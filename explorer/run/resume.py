@@ -18,9 +18,11 @@ from explorer.config import Config, ConfigError
 POLICY_SETTINGS = (
     "observation.width", "observation.height", "observation.grayscale", "observation.stack",
     "pad.camera_stick", "pad.walk_stick", "pad.invert_camera_y", "pad.invert_walk_y", "pad.buttons", "pad.tap_gap",
-    "learner.algo", "learner.action_low", "learner.action_high", "learner.action_prior", "learner.action_repeat",
-    "learner.context", "learner.view_strips", "learner.shared_encoder", "learner.filters", "learner.hidden",
-    "learner.feature", "learner.plan_candidates", "learner.oracle_map", "learner.residual", "learner.option_steps",
+    "learner.algo", "learner.action_repeat",
+    "learner.actions.action_low", "learner.actions.action_high", "learner.actions.action_prior",
+    "learner.actions.plan_candidates", "learner.actions.residual", "learner.actions.option_steps",
+    "learner.networks.context", "learner.networks.view_strips", "learner.networks.shared_encoder",
+    "learner.networks.filters", "learner.networks.hidden", "learner.networks.feature", "learner.networks.oracle_map",
     "novelty.signal", "novelty.embedding", "novelty.episodic_reward", "novelty.lifelong", "novelty.histogram_bins",
     "novelty.embed_dim",
     "game.episode_steps", "game.actions",
@@ -28,8 +30,9 @@ POLICY_SETTINGS = (
 
 
 def _value(config: Config, key: str) -> Any:
-    section, name = key.split(".")
-    value = getattr(getattr(config, section), name)
+    value: Any = config
+    for name in key.split("."):  # learner.actions.action_low: a group's setting
+        value = getattr(value, name)
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -92,7 +95,7 @@ def run_settings(run_dir: str | Path, runs: str = "a run", flag: str = "--resume
     run_config = Path(run_dir) / "config.toml"
     if not run_config.is_file():
         raise ConfigError(f"{flag} {run_dir}: no config.toml there; give the run directory of {runs}")
-    return config_mod.load(run_config, [])
+    return config_mod.load(run_config, [], run_file=True)  # an older explorer's keys load without a word
 
 
 def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, given: str = "",

@@ -26,8 +26,10 @@ PLACES = ("run.dir", "record.dir", "run.address", "game.module", "game.kwargs",
 
 
 def _get(config: Config, key: str) -> Any:
-    section, name = key.split(".")
-    return getattr(getattr(config, section), name)
+    value: Any = config
+    for name in key.split("."):  # a group's setting has three parts (learner.schedule.warmup_steps)
+        value = getattr(value, name)
+    return value
 
 
 def without_places(config: Config) -> tuple[Config, dict[str, Any]]:

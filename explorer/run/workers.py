@@ -15,9 +15,9 @@ on the acting thread before the next decision, never in the middle of a step.
 
 A :class:`LearnerService` owns the replay and the learner. :meth:`LearnerService.add`
 stores a worker's batch; a training thread makes one update per
-``learner.update_every`` agent steps taken in (never more: the update-to-data
+``learner.schedule.update_every`` agent steps taken in (never more: the update-to-data
 ratio is a ceiling, and the measured ratio is reported), and publishes the
-policy's weights every ``learner.publish_every`` updates. Its checkpoint is
+policy's weights every ``learner.schedule.publish_every`` updates. Its checkpoint is
 the single-process run's, so a run resumes with any number of workers.
 """
 
