@@ -270,7 +270,7 @@ def test_actors_hold_buttons_as_pressed_or_released():
     assert set(np.unique(acts[:, 4])) == {-1.0, 1.0}  # A: pressed or released, nothing between
     assert 0.4 < (acts[:, 4] > 0).mean() < 0.6  # about half the time
     assert len(np.unique(acts[:, 5])) > 100 and acts[:, 5].min() < 0 < acts[:, 5].max()  # RT: a pull
-    lo, hi = np.array(LearnerConfig().action_low), np.array(LearnerConfig().action_high)
+    lo, hi = np.array(LearnerConfig().actions.action_low), np.array(LearnerConfig().actions.action_high)
     assert (acts[:, :4] >= lo).all() and (acts[:, :4] <= hi).all()  # sticks on their range
 
 

@@ -249,6 +249,19 @@ def test_a_flat_layout_runs_network_settings_explain_a_checkpoint_that_does_not_
     assert settings_differences(run / "config.toml", load(None, ["learner.networks.hidden=48"])) is None
 
 
+def test_a_flat_layout_runs_file_still_chooses_no_place_outside_the_run(tmp_path, capsys):
+    from explorer.run.resume import resumed_config
+
+    tree = flat_layout(load(None, ["learner.schedule.warmup_steps=123"]))
+    tree["record"]["dir"], tree["control"]["stop_key"] = str(tmp_path / "elsewhere"), "q"
+    run = _run_dir(tmp_path, tree)
+    config = resumed_config(run, None, [], "an explore run")
+    assert config.record.dir == "" and config.control.stop_key == "f12"  # the defaults, not the file's
+    assert config.learner.schedule.warmup_steps == 123  # what it may choose, it chooses under its old keys
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all("which a run's own file does not choose" in line for line in err), err
+
+
 def test_every_setting_the_resume_the_checkpoints_and_the_trust_rules_name_exists():
     from explorer.run.builder import SHAPING_SETTINGS
     from explorer.run.resume import POLICY_SETTINGS

@@ -352,7 +352,7 @@ def test_stick_range_maps_the_policy_and_the_prior_onto_it():
     acted = np.array([agent.actor.act(step) for _ in range(300)])  # warm-up sticks
     agent.actor.steps = 300
     acted = np.concatenate([acted, [agent.actor.act(step) for _ in range(300)]])  # the policy's, noise included
-    low, high = np.array(rng["action_low"]), np.array(rng["action_high"])
+    low, high = np.array(rng["learner.actions.action_low"]), np.array(rng["learner.actions.action_high"])
     assert np.all(acted >= low - 1e-6) and np.all(acted <= high + 1e-6)
     assert acted[:, 3].min() < 0.1 and acted[:, 3].max() > 0.9  # the range is used, not just respected
     mean = policy_mean(agent, obs, agent.context.value())

@@ -150,7 +150,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
 
     settings = run / "config.toml"
     tree = tomllib.loads(settings.read_text())
-    del tree["learner"]["action_low"], tree["learner"]["action_high"]
+    del tree["learner"]["actions"]["action_low"], tree["learner"]["actions"]["action_high"]
     settings.write_text(tomli_w.dumps(tree))
     assert cli.main(["explore", "--resume", str(run), "--steps", "100", "--no-progress"]) == 0
     assert json.loads((run / "summary.json").read_text())["resumed_at"] == 30
