@@ -47,7 +47,13 @@ from explorer.agent.schedule import UpdateSchedule
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
 from explorer.run.assembly import Assembly, continue_run, progress_bar
-from explorer.run.coverage import MAP_CELLS, Coverage, coverage_summary, finish_episode
+from explorer.run.coverage import (
+    MAP_CELLS,
+    Coverage,
+    cells_per_budget,
+    coverage_summary,
+    finish_episode,
+)
 from explorer.run.driver import Controls
 from explorer.run.rundir import RunDir
 from explorer.run.safety import SignalStop
@@ -438,6 +444,8 @@ class Coordinator:
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
         self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
+        self.episode_lengths: list[int] = []  # agent steps of each of those episodes
+        self.episode_budget = config.game.episode_steps  # the steps an episode may last, as the workers' games say
         self.bar = progress_bar(config.run.steps, progress, initial=self.start)
 
     def _next_multiple(self, every: int) -> int:
@@ -563,21 +571,30 @@ class Coordinator:
         """The report's places into the worker's coverage, as a single-process run adds its steps'."""
         cov = slot.coverage
         cov.cell = report.cell  # the game's own cell size (the same in every report of a run)
-        ends = set(report.ends)
+        if report.budget is not None:
+            self.episode_budget = report.budget  # and its episode budget
+        ends = dict(zip(report.ends, report.end_steps, strict=True))  # place -> the batch's steps up to it
+        counted = 0
         for i, p in enumerate(report.places):
             cov.add_place(p)
             if i in ends:
+                cov.episode_steps += ends[i] - counted
+                counted = ends[i]
                 cells = cov.end_episode()
                 self.episode_cells.append(cells)
+                self.episode_lengths.append(cov.lengths[-1])
                 slot.episodes += 1
                 self._episodes_total += 1
                 outcome = report.outcomes[report.ends.index(i)]
                 kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
                 self.run.log({"step": self.run_steps, "worker": slot.index, "episode": slot.episodes, "cells": cells,
                               **kind, "outcome": outcome})
+                figure = cells_per_budget(self.episode_cells, self.episode_lengths, self.episode_budget)
                 self.run.scalars(self.run_steps, {"coverage/cells_per_episode": cells,
-                                                  f"coverage/worker_{slot.index}/cells_per_episode": cells})
-                self.bar.set_postfix(episodes=self._episodes_total, cells=cells)
+                                                  f"coverage/worker_{slot.index}/cells_per_episode": cells,
+                                                  "coverage/cells_per_budget": figure})
+                self.bar.set_postfix(episodes=self._episodes_total, cells=cells, cells_per_budget=f"{figure:.1f}")
+        cov.episode_steps += report.steps - counted  # the steps of the episode still under way
 
     def _failed(self, slot: _Slot, err: BaseException, game: bool) -> None:
         """A call failed: the game or loop raised (``game``), or the worker's process died."""
@@ -771,11 +788,11 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         cov = s.coverage
         partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in the means
         partials += partial
-        figures = coverage_summary(cov, ("cells_in_unfinished_episode", partial))
+        figures = coverage_summary(cov, ("cells_in_unfinished_episode", partial), c.episode_budget)
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
-                        **{k: figures[k] for k in ("cells_per_episode", "cells_per_episode_last20", "distinct_cells",
-                                                   "distinct_rooms")},
+                        **{k: figures[k] for k in ("cells_per_episode", "episode_lengths", "cells_per_budget",
+                                                   "distinct_cells", "distinct_rooms")},
                         "restarts": s.restarts, "lost_batches": s.lost_batches,
                         "lost_steps": s.lost_steps, "incarnations": s.incarnations,
                         "weights_versions": [min(s.versions), max(s.versions)] if s.versions else [],
@@ -786,7 +803,8 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     return {
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-        **coverage_summary(union, ("cells_in_unfinished_episodes", partials), per_episode=c.episode_cells),
+        **coverage_summary(union, ("cells_in_unfinished_episodes", partials), c.episode_budget,
+                           episodes=(c.episode_cells, c.episode_lengths)),
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),

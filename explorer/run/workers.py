@@ -61,7 +61,10 @@ class Report:
         the room or z where the game has them, or a frame cell where it reports no position): each
         episode's first place, then one per step.
       cell: the coverage cell size of the worker's game, in the places' units.
-      ends: an episode ended at ``places[i]`` for each ``i`` here; outcomes: how each ended.
+      ends: an episode ended at ``places[i]`` for each ``i`` here; outcomes: how each ended; end_steps: the
+        batch's agent steps up to and including each one's last.
+      budget: the agent steps an episode of the worker's game may last (its env's ``episode_budget``; None:
+        not said).
       metrics: means over the batch's steps (novelty, action statistics).
       version: the weights version the worker acted with at the end of the batch (-1: none yet).
       seconds: time the batch took to act, seconds; waited: seconds spent waiting for a grant.
@@ -76,6 +79,8 @@ class Report:
     places: list[Position | FrameCell] = field(default_factory=list)
     cell: float = 64.0
     ends: list[int] = field(default_factory=list)
+    end_steps: list[int] = field(default_factory=list)
+    budget: int | None = None
     outcomes: list[str | None] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     version: int = -1
@@ -203,8 +208,8 @@ class Worker:
     def _empty(self) -> tuple[Batch, Report]:
         batch = Batch.empty(self.env.frame_shape, self.config.observation.stack, self.agent.context.dim,
                             action_dim=action_dim(self.config.pad.buttons))
-        return batch, Report(self.index, self.incarnation, cell=self.env.cell, version=self._version, pid=os.getpid(),
-                             host=socket.gethostname())
+        return batch, Report(self.index, self.incarnation, cell=self.env.cell, budget=self.env.episode_budget,
+                             version=self._version, pid=os.getpid(), host=socket.gethostname())
 
     # ------------------------------------------------------------ acting thread
     def _run(self) -> None:
@@ -245,6 +250,7 @@ class Worker:
     def _new_batch(self) -> None:
         self._places: list[Position | FrameCell] = []
         self._ends: list[int] = []
+        self._end_steps: list[int] = []
         self._outcomes: list[str | None] = []
         self._sums: dict[str, float] = {}
         self._count = 0
@@ -257,6 +263,7 @@ class Worker:
         self._places.append(place(t.next_step.info["position"]))
         if t.next_step.last:  # here, not on_episode: the batch may be shipped before the driver calls that
             self._ends.append(len(self._places) - 1)
+            self._end_steps.append(self._count + 1)  # this step included
             self._outcomes.append(self.env.outcome)
         for k, v in t.metrics.items():
             self._sums[k] = self._sums.get(k, 0.0) + float(v)
@@ -276,7 +283,8 @@ class Worker:
     def _pack(self) -> tuple[Batch, Report]:
         batch = self.outbox.take(self._count)
         report = Report(self.index, self.incarnation, steps=self._count, transitions=len(batch),
-                        places=self._places, cell=self.env.cell, ends=self._ends,
+                        places=self._places, cell=self.env.cell, ends=self._ends, end_steps=self._end_steps,
+                        budget=self.env.episode_budget,
                         outcomes=self._outcomes, metrics={k: v / self._count for k, v in self._sums.items()},
                         version=self._version, seconds=time.monotonic() - self._started, waited=self._waited,
                         frames=len(batch.frames), nbytes=batch.nbytes, pid=os.getpid(), host=socket.gethostname())
