@@ -54,17 +54,6 @@ from explorer.run.safety import SignalStop
 from explorer.run.workers import LearnerService, Report, Worker
 
 
-def _configure_tensorflow(gpu: bool, threads: int | None) -> None:
-    """Before TensorFlow starts in this process: hide GPUs unless ``gpu``; cap its thread pools."""
-    import tensorflow as tf
-
-    if not gpu:
-        tf.config.set_visible_devices([], "GPU")
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-
-
 def _one_line(err: BaseException) -> str:
     """The first line of what went wrong, from the original exception where Ray wrapped one."""
     cause = getattr(err, "cause", None)
@@ -75,18 +64,18 @@ def _one_line(err: BaseException) -> str:
 
 
 class RemoteWorker:
-    """The Ray actor around a :class:`Worker`: CPU-only TensorFlow, weights fetched with ``ray.get``.
+    """The Ray actor around a :class:`Worker`: its process to itself (CPU-only TensorFlow), weights fetched
+    with ``ray.get``.
 
     A failure while building the worker (a map that is not there, say) is raised, on one line,
     by every call rather than lost in a dead actor.
     """
 
     def __init__(self, config: Config, index: int):
-        _configure_tensorflow(gpu=False, threads=max(1, int(config.run.worker_cpus)))
         self.worker: Worker | None = None
         self.error = ""
         try:
-            self.worker = Worker(config, index, fetch=ray.get)
+            self.worker = Worker(config, index, fetch=ray.get, own_process=True)
         except Exception as err:
             self.error = f"worker {index} could not start: {type(err).__name__}: {_one_line(err)}"
 
@@ -109,11 +98,10 @@ class RemoteLearner:
     """The Ray actor around a :class:`LearnerService`: weights published with ``ray.put``."""
 
     def __init__(self, config: Config, run_path: str, frame: tuple[int, int, int], resume: bool, gpu: bool):
-        _configure_tensorflow(gpu=gpu, threads=None)
         self.service: LearnerService | None = None
         self.error = ""
         try:
-            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put)
+            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put, gpu=gpu)
         except Exception as err:
             self.error = f"the learner could not start: {_one_line(err)}"
 
