@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,17 +60,6 @@ from explorer.run.safety import SignalStop
 from explorer.run.workers import LearnerService, Report, Worker
 
 
-def _configure_tensorflow(gpu: bool, threads: int | None) -> None:
-    """Before TensorFlow starts in this process: hide GPUs unless ``gpu``; cap its thread pools."""
-    import tensorflow as tf
-
-    if not gpu:
-        tf.config.set_visible_devices([], "GPU")
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-
-
 def _one_line(err: BaseException) -> str:
     """The first line of what went wrong, from the original exception where Ray wrapped one."""
     cause = getattr(err, "cause", None)
@@ -81,18 +70,18 @@ def _one_line(err: BaseException) -> str:
 
 
 class RemoteWorker:
-    """The Ray actor around a :class:`Worker`: CPU-only TensorFlow, weights fetched with ``ray.get``.
+    """The Ray actor around a :class:`Worker`: its process to itself (CPU-only TensorFlow), weights fetched
+    with ``ray.get``.
 
     A failure while building the worker (a map that is not there, say) is raised, on one line,
     by every call rather than lost in a dead actor.
     """
 
     def __init__(self, config: Config, index: int):
-        _configure_tensorflow(gpu=False, threads=max(1, int(config.run.worker_cpus)))
         self.worker: Worker | None = None
         self.error = ""
         try:
-            self.worker = Worker(config, index, fetch=ray.get)
+            self.worker = Worker(config, index, fetch=ray.get, own_process=True)
         except Exception as err:
             self.error = f"worker {index} could not start: {type(err).__name__}: {_one_line(err)}"
 
@@ -115,11 +104,10 @@ class RemoteLearner:
     """The Ray actor around a :class:`LearnerService`: weights published with ``ray.put``."""
 
     def __init__(self, config: Config, run_path: str, frame: tuple[int, int, int], resume: bool, gpu: bool):
-        _configure_tensorflow(gpu=gpu, threads=None)
         self.service: LearnerService | None = None
         self.error = ""
         try:
-            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put)
+            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put, gpu=gpu)
         except Exception as err:
             self.error = f"the learner could not start: {_one_line(err)}"
 
@@ -408,7 +396,7 @@ class Coordinator:
       on_report: called with every worker's report as it arrives (tools and tests).
       progress: show a progress bar.
       signals: the run's stop signals: a stop it asks for ends the run once the batches under way are
-        taken in, and a second signal waits for the last checkpoint being written. None: a switch of
+        taken in (the run's assembly lets the last checkpoint finish on a second one). None: a switch of
         its own, never set.
     """
 
@@ -416,7 +404,6 @@ class Coordinator:
                  on_report: Callable[[Report], None] | None = None, progress: bool = True,
                  signals: SignalStop | None = None):
         self.config = config
-        self.signals = signals
         self.controls = signals.controls if signals is not None else Controls()
         self.run = run
         self.learner = learner
@@ -701,20 +688,39 @@ class Coordinator:
         self._window = (now, self.run_steps, int(status["updates"]), int(status["transitions"]))
         self.status = status
 
-    def shutdown(self, checkpoint: bool) -> dict[str, Any]:
-        """Stop the workers (their games end neutral) and the learner; write the last checkpoint; returns
-        the learner's last status (with its checkpoint path)."""
+    def shutdown(self) -> dict[str, Any]:
+        """Stop the workers (their games end neutral) and the learner, once the checkpoints under way are
+        written; returns the learner's last status (its steps: what the last checkpoint holds)."""
         self.bar.close()
         live = [s.handle.stop.remote() for s in self.slots if s.state != "gone"]
         _wait_quietly(live, 60.0)
         ray.get(self.learner.stop.remote())
         for ref in self.saves:
             self._saved(ref)
-        status = ray.get(self.learner.status.remote(metrics=True))
-        if checkpoint and status["steps"] > self.start:
-            with self.signals.held() if self.signals is not None else nullcontext():  # whole, even on a second signal
-                status["checkpoint"] = ray.get(self.learner.save.remote())
-        return status
+        return ray.get(self.learner.status.remote(metrics=True))
+
+
+class LearnerCheckpoints:
+    """The learner actor's checkpoints, kept by the run's assembly as a checkpointer of this process
+    (:meth:`~explorer.run.assembly.Setup.use_checkpointer`): in the run's ``directory``, written where the
+    learner runs; ``coordinator`` is the run's, once it exists."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.coordinator: Coordinator | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A checkpoint of the run failed: the run stops, and its way out does not try again."""
+        return self.coordinator is not None and self.coordinator.save_failed
+
+    def save(self, steps: int) -> str:
+        """The stopped learner's checkpoint, at the ``steps`` it took in; returns its path prefix."""
+        assert self.coordinator is not None
+        try:
+            return ray.get(self.coordinator.learner.save.remote())
+        except ray.exceptions.RayError as err:
+            raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
 
 
 def _wait_quietly(refs: list[Any], timeout: float) -> None:
@@ -746,8 +752,9 @@ def explore_workers(a: Assembly, progress: bool, run_path: str | Path | None,
     if config.game.name == "gym":  # a game that cannot be made says so in seconds, not once a cluster is up
         from explorer.envs.gym.env import make
         make(config.game).close()
-    kept.checkpoints = run.path / "checkpoints"  # the learner's, wherever it runs
-    with ExitStack() as stack:
+    checkpoints = LearnerCheckpoints(run.path / "checkpoints")  # the learner's, wherever it runs
+    a.use_checkpointer(checkpoints)
+    with a.loop() as stack:
         cluster = Cluster(config)
         stack.callback(cluster.close)
         learner = cluster.learner(config, run.path, resume=run_path is not None)
@@ -759,14 +766,19 @@ def explore_workers(a: Assembly, progress: bool, run_path: str | Path | None,
         if run_path is not None:
             continue_run(run, run_path, int(status["start"]), config, commit=True)
         coordinator = Coordinator(config, run, workers, learner, status, on_report, progress, signals)
+        checkpoints.coordinator = coordinator
+        final: dict[str, Any] = {}
+        # on every way out, Ctrl-C included, once the workers and the learner have stopped
+        keep = a.checkpoint_on_exit(lambda: int(final.get("steps", 0)), since=coordinator.start)
         kept.started = True
         try:
             coordinator.loop()
-        finally:  # on every way out, Ctrl-C included: workers stopped, learner stopped, a checkpoint written
+        finally:  # on every way out: workers stopped, learner stopped
             try:
-                final = coordinator.shutdown(checkpoint=not coordinator.save_failed)
+                final.update(coordinator.shutdown())
             except ray.exceptions.RayError as err:
                 raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
+        final["checkpoint"] = keep()
         seconds = time.monotonic() - coordinator.t0
         slots = coordinator.slots
         written = coordinator.delivered > 0  # a new run stopped before its first step is removed

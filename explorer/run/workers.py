@@ -42,6 +42,7 @@ from explorer.agent.threaded import ThreadedLearner
 from explorer.config import Config
 from explorer.core import ExplorerError, action_dim, action_stats
 from explorer.envs.gym.positions import FrameCell, Position
+from explorer.run.assembly import Setup
 from explorer.run.coverage import place
 from explorer.run.driver import Controls, Driver, Transition
 
@@ -117,22 +118,27 @@ class Worker:
       index: which worker this is, from 0.
       fetch: turns what :meth:`collect` is handed as ``weights`` into ``{"policy": [...],
         "novelty": [...]}`` (``ray.get`` on a Ray cluster; by default the value itself).
+      own_process: the worker has its process to itself (a Ray actor's): TensorFlow acts on the CPU
+        alone, with thread pools of ``run.worker_cpus`` threads (False: the process's are left as they are).
     """
 
-    def __init__(self, config: Config, index: int, fetch: Callable[[Any], Any] | None = None):
+    def __init__(self, config: Config, index: int, fetch: Callable[[Any], Any] | None = None,
+                 own_process: bool = False):
         from explorer.envs import make_env
-        from explorer.run.builder import build_acting, seed_everything
 
         self.index = index
         self.fetch = fetch or (lambda value: value)
         self.incarnation = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         config = worker_config(config, index)
         self.config = config
-        seed_everything(config.run.seed + 7919 * (index + 1))
+        setup = Setup(config)
+        threads = max(1, int(config.run.worker_cpus))
+        setup.prepare(config.run.seed + 7919 * (index + 1), threads=(threads, threads) if own_process else None,
+                      gpu=not own_process)
         self.env = make_env(config)
         self.outbox = Outbox(self.env.frame_shape, config.observation.stack, 0, reach_back(config),
                              action_dim(config.pad.buttons))
-        self.agent = build_acting(config, self.env.frame_shape, self.outbox)
+        self.agent = setup.acting_agent(self.env.frame_shape, self.outbox)
         self.outbox.ctx_dim = self.agent.context.dim
         self.controls = Controls()
         self.driver = Driver(self.env, self.agent.actor, self.controls)
@@ -302,23 +308,21 @@ class LearnerService:
       resume: restore the latest checkpoint of the run first.
       publish: turns ``{"policy": [...], "novelty": [...]}`` into what workers are handed
         (``ray.put`` on a Ray cluster: one copy per publication, however many workers fetch it).
+      gpu: False hides the GPUs from TensorFlow (the learner's process is a Ray actor's on a node without one).
     """
 
     def __init__(self, config: Config, run_path: str | Path, frame_shape: tuple[int, int, int], resume: bool = False,
-                 publish: Callable[[Any], Any] | None = None):
-        from explorer.run.builder import build_agent, seed_everything
-
+                 publish: Callable[[Any], Any] | None = None, gpu: bool = True):
         run_path = Path(run_path)
         if not (run_path / "config.toml").is_file():
             raise ExplorerError(f"the learner runs on {socket.gethostname()}, where run directory {run_path} is not "
                                 f"visible: put run.dir on a filesystem every node of the cluster shares, or run "
                                 f"explorer explore on the node the learner runs on")
-        seed_everything(config.run.seed, eager=config.run.eager)
+        setup = Setup(config, run_path)
+        setup.prepare(config.run.seed, eager=config.run.eager, gpu=gpu)
         self.config = config
-        self.agent = build_agent(config, frame_shape)
-        self.checkpointer = self.agent.checkpointer(run_path / "checkpoints")
-        if resume:
-            self.checkpointer.restore()
+        self.agent = setup.learning_agent(frame_shape, restore=run_path if resume else None)
+        self.checkpointer = setup.checkpointer
         self.start = self.agent.actor.steps  # agent steps of the run before this session
         self.steps = self.start  # agent steps taken in, resumptions included
         self.transitions = 0
