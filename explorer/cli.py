@@ -174,6 +174,7 @@ def _stopped_by_signal(summary: dict[str, Any], done: str, resume: str | None = 
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
+    from explorer.run.coverage import FIGURE
     from explorer.run.explore import explore
     from explorer.run.resume import command_config
 
@@ -197,10 +198,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
     summary = explore(config, progress=not args.no_progress, run_path=args.resume)
     if summary["steps"]:  # none when a signal came before the first step
         print(f"run directory: {summary['run_dir']}")
-        cells = summary["cells_per_episode_last20"]
+        cells = summary["cells_per_budget"]
         cells_text = f"{cells:.1f}" if summary["episodes"] else "- (no episode ended)"
         print(f"steps {summary['steps']}, {summary['steps_per_s']:.0f} steps/s, episodes {summary['episodes']}, "
-              f"cells per episode (last 20) {cells_text}, distinct cells {summary['distinct_cells']}"
+              f"{FIGURE} {cells_text} (budget {summary['episode_budget']} steps), "
+              f"distinct cells {summary['distinct_cells']}"
               + (f" ({summary['cells']})" if summary.get("cells", "map cells") != "map cells" else ""))
         if "workers" in summary:
             print(f"{len(summary['workers'])} workers: {summary['updates_this_run']} updates "

@@ -4,6 +4,7 @@ loop's parts closed before the run directory), the resume check and the coverage
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import pytest
@@ -103,10 +104,13 @@ def test_the_coverage_figures_leave_the_unfinished_episode_out_of_the_means():
     cov = Coverage(64.0)
     for x in (0, 70, 140):
         cov.add(x, 0)
+    cov.episode_steps = 5
     cov.end_episode()
     cov.add(0, 0)
+    cov.episode_steps = 2
     assert finish_episode(cov) == 1 and finish_episode(cov) == 0
-    figures = coverage_summary(cov, ("cells_in_unfinished_episode", 1))
-    assert figures == {"cells_per_episode": [3], "cells_in_unfinished_episode": 1, "cells_per_episode_last20": 3.0,
+    figures = coverage_summary(cov, ("cells_in_unfinished_episode", 1), budget=10)
+    assert figures == {"cells_per_episode": [3], "episode_lengths": [5], "cells_in_unfinished_episode": 1,
+                       "episode_budget": 10, "cells_per_budget": 6.0,  # 3 cells in 5 steps of a 10-step budget
                        "distinct_cells": 3, "cells": cov.label, "distinct_rooms": None}
-    assert coverage_summary(cov, ("cells_in_unfinished_episodes", 0), per_episode=[])["cells_per_episode_last20"] != 0
+    assert math.isnan(coverage_summary(cov, ("cells_in_unfinished_episodes", 0), 10, episodes=([], []))["cells_per_budget"])

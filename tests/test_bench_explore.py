@@ -351,3 +351,46 @@ def test_the_gymnasium_suite_runs_the_same_agents_on_montezuma_and_a_minigrid_ma
     assert load(Path(multiroom["run_dir"]) / "config.toml").game.id == "MiniGrid-MultiRoom-N6-v0"
     table = (tmp_path / "suite.md").read_text().splitlines()
     assert [line.split(" | ")[0] for line in table[2:]] == ["| montezuma", "| multiroom", "| average"]
+
+
+#: a corridor of 6 squares (tests/test_gym_env.py) without a time limit of its own: an episode ends at its
+#: far end (the goal) or after game.episode_steps
+OPEN_CORRIDOR = "explorer-tests/OpenCorridor-v0"
+
+
+def test_explore_prints_and_writes_the_benchmarks_figure_of_the_same_episodes(bench, tmp_path, capsys):
+    gym = pytest.importorskip("gymnasium")
+    from test_gym_env import Corridor
+
+    from explorer import cli
+
+    if OPEN_CORRIDOR not in gym.envs.registration.registry:
+        gym.register(OPEN_CORRIDOR, entry_point=Corridor)
+    out = tmp_path / "runs"
+    assert cli.main(["explore", "--agent", "random", "--steps", "400", "--out", str(out), "--no-progress",
+                     "--set", "game.name=gym", "--set", f"game.id={OPEN_CORRIDOR}", "--set", "game.cell=10",
+                     "--set", 'game.actions={"0" = {}, "1" = {walk_x = 1}}', "--set", "game.episode_steps=8",
+                     "--set", "observation.height=16", "--set", "observation.width=16", "--set", "run.log_every=100"]) == 0
+    (run,) = out.iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    episodes = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "episode" in r]
+    # what the bench makes of the run's own metrics.jsonl: each episode's last step and cells
+    f = bench.episode_figures([r["step"] for r in episodes], [r["cells"] for r in episodes], budget=8)
+    assert f["episodes"] == summary["episodes"] >= 20 and f["early"] > 0  # some reached the goal before the budget
+    assert f["cells_per_budget"] != pytest.approx(f["cells_mean"])  # so the plain mean would say another figure
+    assert summary["episode_budget"] == 8 and summary["episode_lengths"] == f["episode_lengths"]
+    assert summary["cells_per_budget"] == f["cells_per_budget"]
+    assert "cells_per_episode_last20" not in summary
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert f"episodes {summary['episodes']}, cells per episode budget (last 20) {f['cells_per_budget']:.1f} " \
+           f"(budget 8 steps), distinct cells 6" in line
+
+
+def test_report_reads_results_written_before_the_figure_had_one_name(bench, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    runs = [{**_result("sticky", "my_way_home", s, 20.0 + s, 80), "coverage_last20": None if s else 18.5}
+            for s in (0, 1)]
+    (old / "results.json").write_text(json.dumps(runs))
+    assert bench.main(["--report", str(old), "--out", str(tmp_path / "out")]) == 0
+    assert "| sticky | my_way_home | 20.0 (80, goal 0/20) | 21.0 (80, goal 0/20) |" in (tmp_path / "out" / "suite.md").read_text()

@@ -203,7 +203,11 @@ def test_a_multi_worker_run_writes_metrics_per_worker_and_a_checkpoint(two_worke
     assert {x["worker"] for x in episodes} == {0, 1} and all(x["cells"] > 0 for x in episodes)
     # The summary's episodes are every worker's, in the order they ended: its last 20 are the newest
     assert summary["cells_per_episode"] == [x["cells"] for x in episodes]
-    assert summary["cells_per_episode_last20"] == pytest.approx(sum(x["cells"] for x in episodes[-20:]) / min(len(episodes), 20))
+    # and its figure is theirs: cells per 60-step episode budget over the last 20, each counted with its steps
+    lengths = summary["episode_lengths"]
+    assert len(lengths) == len(episodes) and summary["episode_budget"] == 60
+    assert summary["workers"][0]["episode_lengths"] == [60] * summary["workers"][0]["episodes"]  # never restarted
+    assert summary["cells_per_budget"] == pytest.approx(sum(x["cells"] for x in episodes[-20:]) / sum(lengths[-20:]) * 60)
     periodic = [x for x in lines if "steps_per_s" in x]
     assert periodic and set(periodic[-1]["workers"]) == {"0", "1"} and "update_to_data" in periodic[-1]
     assert os.path.getsize(summary["trajectory_png"]) > 0

@@ -45,13 +45,16 @@ def test_an_episode_the_env_cuts_short_bootstraps_and_explorers_budget_does_not(
     finally:
         cut.stop()
     assert report.outcomes == ["truncated"] * 4 and report.ends == [3, 7, 11, 15]
+    assert report.end_steps == [3, 6, 9, 12]  # each episode's last step, counted in the batch's steps
+    assert report.budget == 3  # the game's own time limit, shorter than game.episode_steps
     assert len(batch) > 0 and (batch.discount > 0).all()  # the game goes on after a cut: every transition bootstraps
     budget = Worker(corridor("game.episode_steps=2"), 0)  # ends each episode before the env would cut it
     try:
         batch, report = collect(budget, 12)
     finally:
         budget.stop()
-    assert report.outcomes == ["timeout"] * 6
+    assert report.outcomes == ["timeout"] * 6 and report.end_steps == [2, 4, 6, 8, 10, 12]
+    assert report.budget == 2  # explorer's own, shorter than the game's
     assert (batch.discount == 0).sum() >= 6  # each episode's last transition: nothing follows
 
 

@@ -192,9 +192,9 @@ def strict_json(text):
 def test_numbers_that_are_not_finite_are_written_as_null(tmp_path):
     with rd.RunDir(tmp_path, "explore", Config()) as run:
         run.log({"step": 1, "critic_loss": float("nan"), "novelty": [1.0, float("inf")]})
-        run.write_summary({"cells_per_episode_last20": float("nan"), "loop": {"hz": float("-inf"), "steps": 3}})
+        run.write_summary({"cells_per_budget": float("nan"), "loop": {"hz": float("-inf"), "steps": 3}})
         assert strict_json((run.path / "summary.json").read_text()) == {
-            "cells_per_episode_last20": None, "loop": {"hz": None, "steps": 3}}
+            "cells_per_budget": None, "loop": {"hz": None, "steps": 3}}
         assert strict_json((run.path / "metrics.jsonl").read_text()) == {
             "step": 1, "critic_loss": None, "novelty": [1.0, None]}
 

@@ -152,6 +152,27 @@ def test_a_worker_acts_only_the_steps_it_is_granted_and_installs_weights_between
     assert not worker._thread.is_alive()
 
 
+def test_a_worker_in_a_process_of_its_own_acts_on_the_cpu_with_pools_of_its_cpus():
+    """As a Ray actor's: TensorFlow's thread pools sized to ``run.worker_cpus`` before the game and the
+    actor are made, which then act."""
+    code = f"""
+import tensorflow as tf
+from explorer.config import load
+from explorer.run.workers import Worker
+worker = Worker(load(None, {[*TINY, "run.worker_cpus=3"]!r}), 0, own_process=True)
+try:
+    assert worker.collect(5, 0, -1, None)[1].steps == 0
+    assert worker.collect(0, 5, -1, None)[1].steps == 5
+finally:
+    worker.stop()
+threading = tf.config.threading
+print(threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "3 3"
+
+
 def test_a_learner_service_trains_at_most_at_its_update_to_data_ratio_and_resumes(tmp_path):
     config = tiny("learner.schedule.warmup_steps=16", "learner.schedule.update_every=4", "learner.schedule.publish_every=2",
                   "observation.stack=2")

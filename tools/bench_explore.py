@@ -17,14 +17,15 @@ episodes) and Freedoom 1's E1M1, E1M2 and E1M3 without monsters (explorer's
 ``freedoom`` scenario, ``-nomonsters``, 1050-step episodes: start, doors and
 switches as the maps made them). It reports per map and averaged over the maps:
 
-- cells per episode, over the last 20 finished episodes, counted per step
-  budget: (cells of those episodes summed) / (their steps summed) x
-  ``game.episode_steps``. When every episode runs its whole budget this is the
-  plain mean of cells per episode; an episode the map ends early (my_way_home
-  ends when the player picks up the vest) counts with the steps it had, so
-  reaching the goal neither lowers the figure (a plain mean would: the episode
-  was cut short) nor inflates it (a short episode weighs by its length, not as
-  one whole episode);
+- cells per episode budget over the last 20 finished episodes, the figure
+  ``explorer explore`` prints and writes (``cells_per_budget``, defined once in
+  :func:`explorer.run.coverage.cells_per_budget`): (cells of those episodes
+  summed) / (their steps summed) x the episode budget (``game.episode_steps``).
+  When every episode runs its whole budget this is the plain mean of cells per
+  episode; an episode the map ends early (my_way_home ends when the player
+  picks up the vest) counts with the steps it had, so reaching the goal neither
+  lowers the figure (a plain mean would: the episode was cut short) nor
+  inflates it (a short episode weighs by its length, not as one whole episode);
 - distinct cells over the whole run;
 - on my_way_home, the share of the last 20 episodes that reached the vest. An
   episode there ends before its budget only when the vest is picked up (no
@@ -73,6 +74,7 @@ import numpy as np  # noqa: E402
 from explorer.config import MAX_SEED, ConfigError  # noqa: E402
 from explorer.core import ExplorerError, Terminated, stack_frames  # noqa: E402
 from explorer.files import atomic_write, json_text, remedy  # noqa: E402
+from explorer.run.coverage import FIGURE, LAST, cells_per_budget  # noqa: E402
 
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
 #: every agent ``--agents`` takes
@@ -152,19 +154,19 @@ class OriginalAgent:
         return {}
 
 
-def episode_figures(ends: list[int], cells: list[int], budget: int, start: int = 0, last: int = 20) -> dict:
+def episode_figures(ends: list[int], cells: list[int], budget: int, start: int = 0, last: int = LAST) -> dict:
     """Per-budget coverage and goal share of a run's finished episodes.
 
     Args:
       ends: the agent step each episode ended at, in order (``metrics.jsonl``).
       cells: distinct cells of each of those episodes.
-      budget: ``game.episode_steps``.
+      budget: the run's episode budget (``summary.json``'s ``episode_budget``: ``game.episode_steps``).
       start: the step the run started at (0 unless resumed).
       last: how many of the newest episodes the figures cover.
 
     Returns:
-      ``cells_per_budget``: sum of cells / sum of steps x ``budget`` over the last
-      ``last`` episodes (NaN before any); ``cells_mean``: their plain mean;
+      ``cells_per_budget``: :func:`~explorer.run.coverage.cells_per_budget` of the last ``last``
+      episodes, sum of cells / sum of steps x ``budget`` (NaN before any); ``cells_mean``: their plain mean;
       ``early``: how many of them ended before ``budget``, and ``early_share``;
       ``early_total``, ``episodes``: the same over the whole run.
     """
@@ -172,7 +174,7 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
     recent_len, recent_cells = lengths[-last:], np.asarray(cells[-last:], np.float64)
     early = recent_len < budget
     n = len(recent_len)
-    return {"cells_per_budget": float(recent_cells.sum() / recent_len.sum() * budget) if n else float("nan"),
+    return {"cells_per_budget": cells_per_budget(cells, lengths.tolist(), budget, last),
             "cells_mean": float(recent_cells.mean()) if n else float("nan"),
             "early": int(early.sum()), "early_share": float(early.mean()) if n else float("nan"),
             "early_total": int((lengths < budget).sum()), "episodes": len(lengths),
@@ -201,7 +203,7 @@ RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "early_share": (int, float, type(None)), "episodes": (int,), "steps_per_s": (int, float, type(None)),
 }
 #: the figures written as ``null`` when they are not numbers (JSON has no NaN), read back as NaN
-NAN_FIELDS = ("cells_per_budget", "cells_mean", "early_share", "steps_per_s", "coverage_last20")
+NAN_FIELDS = ("cells_per_budget", "cells_mean", "early_share", "steps_per_s")
 
 
 def read_results(path: Path, what: str) -> list[dict]:
@@ -309,17 +311,17 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     per_episode = summary["cells_per_episode"]
     seconds = summary["seconds"]
     figures = episode_figures([r["step"] for r in episodes], [r["cells"] for r in episodes],
-                              config.game.episode_steps, start=summary["resumed_at"])
+                              summary["episode_budget"], start=summary["resumed_at"])
     result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
               "overrides": _recorded_overrides(agent_name, overrides),
-              "episode_steps": config.game.episode_steps,
-              "per_episode": per_episode, "curve": curve, "coverage_last20": summary["cells_per_episode_last20"],
+              "episode_steps": config.game.episode_steps, "episode_budget": summary["episode_budget"],
+              "per_episode": per_episode, "curve": curve,
               "total_cells": summary["distinct_cells"], "rooms": summary.get("distinct_rooms"),
               "steps_per_s": summary["steps_per_s"],
               "updates_per_s": summary["updates"] / seconds if seconds else 0.0, "wall_s": seconds,
               "failure": getattr(agent, "failure", None), "guard": getattr(agent, "report", None), **figures}
     goal = f", goal in {figures['early']} of the last {min(figures['episodes'], 20)}" if map_name in GOAL_MAPS else ""
-    print(f"[{map_name} {agent_name} s{seed}] {figures['cells_per_budget']:.1f} cells per episode budget (last 20){goal}, "
+    print(f"[{map_name} {agent_name} s{seed}] {figures['cells_per_budget']:.1f} {FIGURE}{goal}, "
           f"{result['total_cells']} cells, {result['steps_per_s']:.1f} steps/s, {result['updates_per_s']:.1f} updates/s",
           flush=True)
     return result

@@ -80,6 +80,7 @@ class SyntheticEnv:
         self.episode = -1
         self.outcome: str | None = None
         self.cell = CELL  # coverage cell size, map units
+        self.episode_budget = game.episode_steps  # agent steps an episode lasts
 
     def _frame(self) -> np.ndarray:
         h, w, _ = self.frame_shape

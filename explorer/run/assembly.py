@@ -11,6 +11,12 @@ names only its env, actor, trainer and observers, and its summary.
 Exits run in the reverse order of what was attached (:class:`contextlib.ExitStack`):
 what a mode attaches after its env is closed before it, what it attaches
 before, after.
+
+A process that runs one part of a run, a worker or the learner of
+``explore --workers N`` (a Ray actor's process: no stop signals of its own, the
+run directory the coordinator's), sets up with the :class:`Setup` an Assembly
+is made of: thread pools and devices, seeds, the agent built or restored, and
+its checkpoints.
 """
 
 from __future__ import annotations
@@ -30,7 +36,74 @@ from explorer.run.rundir import RunDir
 from explorer.run.safety import Kept, SignalStop, stop_on_signals
 
 
-class Assembly:
+class Setup:
+    """What one process of a run sets up for its part: TensorFlow's devices and thread pools, the seeds,
+    the agent (built, or restored from a checkpoint), its checkpoints.
+
+    Args:
+      config: the merged config (the part's own: a worker's seeds are its own).
+      run_path: the run's folder (its checkpoints go to ``<run_path>/checkpoints``).
+
+    Attributes:
+      agent, checkpointer: the agent and its checkpoints (:meth:`learning_agent`, :meth:`acting_agent`).
+      start: agent steps the run had done before (a resume).
+    """
+
+    def __init__(self, config: Config, run_path: str | Path = Path()):
+        self.config = config
+        self.run_path = Path(run_path)
+        self.agent: Any = None
+        self.checkpointer: Any = None
+        self.start = 0
+
+    def prepare(self, seed: int, eager: bool = False, threads: tuple[int, int] | None = None,
+                gpu: bool = True) -> None:
+        """Before TensorFlow runs in this process: hide its GPUs unless ``gpu``, size its thread pools
+        (``(inter, intra)`` as ``run.threads`` says them; None: as they are), seed everything with ``seed``;
+        ``eager`` runs tf.functions eagerly."""
+        from explorer.run.builder import configure_threads, seed_everything
+
+        if not gpu:
+            import tensorflow as tf
+
+            tf.config.set_visible_devices([], "GPU")
+        if threads is not None:
+            configure_threads(threads)
+        seed_everything(seed, eager=eager)
+
+    def learning_agent(self, frame_shape: tuple[int, int, int], acting_copy: bool = False,
+                       restore: str | Path | None = None, agent: Any = None) -> Any:
+        """The learning agent (``agent``, else a new one: :func:`~explorer.run.builder.build_agent`), its
+        checkpoints in the run's folder; with ``restore``, from that run directory's latest checkpoint: it
+        starts a new episode (whatever the game is doing now, it is not where that run stopped), acts with
+        the restored weights, and :attr:`start` is the steps it had done."""
+        from explorer.run.builder import build_agent
+
+        agent = agent or build_agent(self.config, frame_shape, acting_copy=acting_copy)
+        self.agent = agent
+        self.use_checkpointer(agent.checkpointer(self.run_path / "checkpoints"))
+        if restore is not None:
+            own = Path(restore) == self.run_path  # its own: its next save prunes any checkpoint after the one restored
+            (self.checkpointer if own else agent.checkpointer(Path(restore) / "checkpoints")).restore()
+            agent.actor.new_episode = True
+            agent.actor.set_weights(agent.learner.get_weights())
+            self.start = agent.actor.steps
+        return agent
+
+    def acting_agent(self, frame_shape: tuple[int, int, int], sink: Any) -> Any:
+        """The acting half alone (:func:`~explorer.run.builder.build_acting`, a worker's): its adder writes
+        into ``sink``, its weights arrive from a learner elsewhere; it keeps no checkpoint."""
+        from explorer.run.builder import build_acting
+
+        self.agent = build_acting(self.config, frame_shape, sink)
+        return self.agent
+
+    def use_checkpointer(self, checkpointer: Any) -> None:
+        """Keep the run's checkpoints with ``checkpointer`` (its ``directory``, ``failed`` and ``save(steps)``)."""
+        self.checkpointer = checkpointer
+
+
+class Assembly(Setup):
     """One run's frame: threads, seeds, signals, errors, run directory, agent, checkpoints, recorder, progress.
 
     Args:
@@ -52,7 +125,7 @@ class Assembly:
 
     def __init__(self, config: Config, kind: str, resume: str | None = None, controls: Controls | None = None,
                  eager: bool = True, setup: bool = True):
-        self.config = config
+        super().__init__(config)
         self.setup = setup
         self.kind = kind
         self.resume = resume
@@ -60,21 +133,14 @@ class Assembly:
         self.controls = controls or Controls()
         self.kept = Kept()
         self.run: RunDir | None = None
-        self.run_path = Path()
         self.reopened = False
-        self.agent: Any = None
-        self.checkpointer: Any = None
-        self.start = 0
         self._outer = ExitStack()
         self.stack = self._outer
 
     def __enter__(self) -> Assembly:
-        from explorer.run.builder import configure_threads, seed_everything
-
         config = self.config
         if self.setup:
-            configure_threads(config.run.threads)
-            seed_everything(config.run.seed, eager=config.run.eager and self.eager)
+            self.prepare(config.run.seed, eager=config.run.eager and self.eager, threads=config.run.threads)
         with ExitStack() as outer:
             # Ctrl-C and SIGTERM end the run at a step, keeping what it did; errors say what was kept
             self.signals: SignalStop = outer.enter_context(stop_on_signals(self.controls, self.kept))
@@ -128,27 +194,11 @@ class Assembly:
         driver.on_step(count)
         return lambda: done[0]
 
-    # ------------------------------------------------------------ the agent
-    def learning_agent(self, frame_shape: tuple[int, int, int], acting_copy: bool = False,
-                       restore: str | Path | None = None, agent: Any = None) -> Any:
-        """The learning agent (``agent``, else a new one: :func:`~explorer.run.builder.build_agent`), its
-        checkpoints in the run directory; with ``restore``, from that run directory's latest checkpoint: it
-        starts a new episode (whatever the game is doing now, it is not where that run stopped), acts with
-        the restored weights, and :attr:`start` is the steps it had done."""
-        from explorer.run.builder import build_agent
-
-        run_path = self.run.path if self.run is not None else self.run_path
-        agent = agent or build_agent(self.config, frame_shape, acting_copy=acting_copy)
-        self.agent = agent
-        self.checkpointer = agent.checkpointer(run_path / "checkpoints")
-        self.kept.checkpoints = self.checkpointer.directory
-        if restore is not None:
-            own = self.reopened and Path(restore) == Path(run_path)
-            (self.checkpointer if own else agent.checkpointer(Path(restore) / "checkpoints")).restore()
-            agent.actor.new_episode = True
-            agent.actor.set_weights(agent.learner.get_weights())
-            self.start = agent.actor.steps
-        return agent
+    # ------------------------------------------------------------ the agent (Setup.learning_agent)
+    def use_checkpointer(self, checkpointer: Any) -> None:
+        """Keep the run's checkpoints with ``checkpointer``; errors leaving the run name its newest."""
+        super().use_checkpointer(checkpointer)
+        self.kept.checkpoints = checkpointer.directory
 
     # ------------------------------------------------------------ checkpoints
     def checkpoint_every(self, driver: Driver, every: int, done: Callable[[], int],

@@ -10,6 +10,10 @@ coarse pictures, named by :attr:`Coverage.label` wherever they are shown.
 
 Whatever a game reports goes in through :meth:`Coverage.add_place`, in one process and from a
 worker's report alike (:func:`place`: the part of it coverage reads, small enough to ship).
+
+A run's coverage figure, wherever it is shown (the summary line, ``summary.json``, TensorBoard, the
+progress bar, each worker's summary, ``tools/bench_explore.py``), is :func:`cells_per_budget`:
+:data:`FIGURE`, under the key ``cells_per_budget``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,39 @@ from explorer.envs.gym.positions import FRAME_CELL_LABEL, FrameCell, Position
 
 #: what coverage counts when positions are given
 MAP_CELLS = "map cells"
+#: how many of the newest finished episodes the run's coverage figure covers
+LAST = 20
+#: the name of the run's coverage figure (:func:`cells_per_budget`), wherever it is shown
+FIGURE = f"cells per episode budget (last {LAST})"
+
+
+def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, last: int = LAST) -> float:
+    """A run's coverage figure: cells per episode budget over the last ``last`` finished episodes, their
+    cells summed / their agent steps summed x ``budget`` (NaN before any episode ended).
+
+    When every episode runs its whole budget this is the plain mean of cells per episode. An episode the
+    game ends sooner (my_way_home's vest, a death, a Gymnasium game's own end) counts with the steps it
+    had: reaching a goal early neither lowers the figure (a plain mean would: the episode was cut short)
+    nor inflates it (a short episode weighs by its length, not as one whole episode).
+
+    Args:
+      cells: distinct cells of each finished episode, in the order they ended.
+      lengths: agent steps of each of those episodes.
+      budget: the agent steps an episode of the game may last (the env's ``episode_budget``:
+        ``game.episode_steps``, or a Gymnasium game's own time limit where that is shorter).
+      last: how many of the newest episodes count.
+
+    Raises:
+      ValueError: ``cells`` and ``lengths`` differ in length, or ``budget`` is not positive.
+    """
+    if len(cells) != len(lengths):
+        raise ValueError(f"{len(cells)} episodes' cells but {len(lengths)} episodes' lengths")
+    if budget <= 0:
+        raise ValueError(f"an episode budget of {budget} steps: it must be positive")
+    steps = int(np.sum(np.asarray(lengths[-last:], np.int64)))
+    if not len(cells) or steps <= 0:  # no episode ended (or, from a file, none with steps): no figure
+        return float("nan")
+    return float(np.sum(np.asarray(cells[-last:], np.float64)) / steps * budget)
 
 
 def place(p: Any) -> Position | FrameCell:
@@ -49,6 +86,8 @@ class Coverage:
         self.episode_cells: set[Hashable] = set()
         self.all_cells: set[Hashable] = set()
         self.per_episode: list[int] = []  # distinct cells of each finished episode
+        self.lengths: list[int] = []  # agent steps of each finished episode
+        self.episode_steps = 0  # agent steps of the episode under way (counted by whoever feeds the coverage)
         self.path: list[tuple[float, float]] = []  # every position, in order
         self.path_episode: list[int] = []
         self.path_room: list[int | None] = []
@@ -126,16 +165,18 @@ class Coverage:
         return xy
 
     def end_episode(self) -> int:
+        """The episode under way ends: its cells and :attr:`episode_steps` join :attr:`per_episode` and
+        :attr:`lengths`; returns its cells."""
         n = len(self.episode_cells)
         self.per_episode.append(n)
+        self.lengths.append(self.episode_steps)
         self.episode_cells = set()
+        self.episode_steps = 0
         return n
 
-    def recent_mean(self, last: int = 20) -> float:
-        """Mean cells per episode over the last ``last`` finished episodes (NaN before any)."""
-        if not self.per_episode:
-            return float("nan")
-        return float(np.mean(self.per_episode[-last:]))
+    def figure(self, budget: int) -> float:
+        """:func:`cells_per_budget` of the finished episodes."""
+        return cells_per_budget(self.per_episode, self.lengths, budget)
 
 
 def finish_episode(coverage: Coverage) -> int:
@@ -145,22 +186,26 @@ def finish_episode(coverage: Coverage) -> int:
         return 0
     cells = coverage.end_episode()
     coverage.per_episode.pop()
+    coverage.lengths.pop()
     return cells
 
 
-def coverage_summary(coverage: Coverage, unfinished: tuple[str, int], per_episode: list[int] | None = None) -> dict[str, Any]:
-    """A run summary's coverage figures: cells of each finished episode (``per_episode``, by default
-    ``coverage``'s), then the ``unfinished`` episodes' cells under their key, the mean of the last 20
-    episodes (NaN before any), the distinct cells and rooms, and what the cells are.
+def coverage_summary(coverage: Coverage, unfinished: tuple[str, int], budget: int,
+                     episodes: tuple[list[int], list[int]] | None = None) -> dict[str, Any]:
+    """A run summary's coverage figures: cells and agent steps of each finished episode (``episodes``, by
+    default ``coverage``'s), then the ``unfinished`` episodes' cells under their key, the episode
+    budget and the run's figure over the last 20 episodes (:func:`cells_per_budget`, NaN before any),
+    the distinct cells and rooms, and what the cells are.
 
     Args:
       coverage: what the run visited (all its workers' :meth:`Coverage.union`, for many).
       unfinished: ``(key, cells)`` of the episodes under way when the run ended (:func:`finish_episode`).
-      per_episode: cells of each finished episode, in the order they ended.
+      budget: the agent steps an episode of the game may last (the env's ``episode_budget``).
+      episodes: ``(cells, lengths)`` of each finished episode, in the order they ended.
     """
-    episodes = coverage.per_episode if per_episode is None else per_episode
+    cells_per, lengths = (coverage.per_episode, coverage.lengths) if episodes is None else episodes
     key, cells = unfinished
-    return {"cells_per_episode": episodes, key: cells,
-            "cells_per_episode_last20": float(np.mean(episodes[-20:])) if episodes else float("nan"),
+    return {"cells_per_episode": cells_per, "episode_lengths": lengths, key: cells, "episode_budget": budget,
+            "cells_per_budget": cells_per_budget(cells_per, lengths, budget),
             "distinct_cells": len(coverage.all_cells), "cells": coverage.label,
             "distinct_rooms": len(coverage.rooms()) or None}

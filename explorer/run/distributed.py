@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,22 +47,17 @@ from explorer.agent.schedule import UpdateSchedule
 from explorer.config import Config, frame_shape
 from explorer.core import ExplorerError
 from explorer.run.assembly import Assembly, continue_run, progress_bar
-from explorer.run.coverage import MAP_CELLS, Coverage, coverage_summary, finish_episode
+from explorer.run.coverage import (
+    MAP_CELLS,
+    Coverage,
+    cells_per_budget,
+    coverage_summary,
+    finish_episode,
+)
 from explorer.run.driver import Controls
 from explorer.run.rundir import RunDir
 from explorer.run.safety import SignalStop
 from explorer.run.workers import LearnerService, Report, Worker
-
-
-def _configure_tensorflow(gpu: bool, threads: int | None) -> None:
-    """Before TensorFlow starts in this process: hide GPUs unless ``gpu``; cap its thread pools."""
-    import tensorflow as tf
-
-    if not gpu:
-        tf.config.set_visible_devices([], "GPU")
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
 def _one_line(err: BaseException) -> str:
@@ -75,18 +70,18 @@ def _one_line(err: BaseException) -> str:
 
 
 class RemoteWorker:
-    """The Ray actor around a :class:`Worker`: CPU-only TensorFlow, weights fetched with ``ray.get``.
+    """The Ray actor around a :class:`Worker`: its process to itself (CPU-only TensorFlow), weights fetched
+    with ``ray.get``.
 
     A failure while building the worker (a map that is not there, say) is raised, on one line,
     by every call rather than lost in a dead actor.
     """
 
     def __init__(self, config: Config, index: int):
-        _configure_tensorflow(gpu=False, threads=max(1, int(config.run.worker_cpus)))
         self.worker: Worker | None = None
         self.error = ""
         try:
-            self.worker = Worker(config, index, fetch=ray.get)
+            self.worker = Worker(config, index, fetch=ray.get, own_process=True)
         except Exception as err:
             self.error = f"worker {index} could not start: {type(err).__name__}: {_one_line(err)}"
 
@@ -109,11 +104,10 @@ class RemoteLearner:
     """The Ray actor around a :class:`LearnerService`: weights published with ``ray.put``."""
 
     def __init__(self, config: Config, run_path: str, frame: tuple[int, int, int], resume: bool, gpu: bool):
-        _configure_tensorflow(gpu=gpu, threads=None)
         self.service: LearnerService | None = None
         self.error = ""
         try:
-            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put)
+            self.service = LearnerService(config, run_path, frame, resume=resume, publish=ray.put, gpu=gpu)
         except Exception as err:
             self.error = f"the learner could not start: {_one_line(err)}"
 
@@ -402,7 +396,7 @@ class Coordinator:
       on_report: called with every worker's report as it arrives (tools and tests).
       progress: show a progress bar.
       signals: the run's stop signals: a stop it asks for ends the run once the batches under way are
-        taken in, and a second signal waits for the last checkpoint being written. None: a switch of
+        taken in (the run's assembly lets the last checkpoint finish on a second one). None: a switch of
         its own, never set.
     """
 
@@ -410,7 +404,6 @@ class Coordinator:
                  on_report: Callable[[Report], None] | None = None, progress: bool = True,
                  signals: SignalStop | None = None):
         self.config = config
-        self.signals = signals
         self.controls = signals.controls if signals is not None else Controls()
         self.run = run
         self.learner = learner
@@ -438,6 +431,8 @@ class Coordinator:
         self._window = (time.monotonic(), self.start, int(status["updates"]), 0)
         self._episodes_total = 0
         self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
+        self.episode_lengths: list[int] = []  # agent steps of each of those episodes
+        self.episode_budget = config.game.episode_steps  # the steps an episode may last, as the workers' games say
         self.bar = progress_bar(config.run.steps, progress, initial=self.start)
 
     def _next_multiple(self, every: int) -> int:
@@ -563,21 +558,30 @@ class Coordinator:
         """The report's places into the worker's coverage, as a single-process run adds its steps'."""
         cov = slot.coverage
         cov.cell = report.cell  # the game's own cell size (the same in every report of a run)
-        ends = set(report.ends)
+        if report.budget is not None:
+            self.episode_budget = report.budget  # and its episode budget
+        ends = dict(zip(report.ends, report.end_steps, strict=True))  # place -> the batch's steps up to it
+        counted = 0
         for i, p in enumerate(report.places):
             cov.add_place(p)
             if i in ends:
+                cov.episode_steps += ends[i] - counted
+                counted = ends[i]
                 cells = cov.end_episode()
                 self.episode_cells.append(cells)
+                self.episode_lengths.append(cov.lengths[-1])
                 slot.episodes += 1
                 self._episodes_total += 1
                 outcome = report.outcomes[report.ends.index(i)]
                 kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
                 self.run.log({"step": self.run_steps, "worker": slot.index, "episode": slot.episodes, "cells": cells,
                               **kind, "outcome": outcome})
+                figure = cells_per_budget(self.episode_cells, self.episode_lengths, self.episode_budget)
                 self.run.scalars(self.run_steps, {"coverage/cells_per_episode": cells,
-                                                  f"coverage/worker_{slot.index}/cells_per_episode": cells})
-                self.bar.set_postfix(episodes=self._episodes_total, cells=cells)
+                                                  f"coverage/worker_{slot.index}/cells_per_episode": cells,
+                                                  "coverage/cells_per_budget": figure})
+                self.bar.set_postfix(episodes=self._episodes_total, cells=cells, cells_per_budget=f"{figure:.1f}")
+        cov.episode_steps += report.steps - counted  # the steps of the episode still under way
 
     def _failed(self, slot: _Slot, err: BaseException, game: bool) -> None:
         """A call failed: the game or loop raised (``game``), or the worker's process died."""
@@ -684,20 +688,39 @@ class Coordinator:
         self._window = (now, self.run_steps, int(status["updates"]), int(status["transitions"]))
         self.status = status
 
-    def shutdown(self, checkpoint: bool) -> dict[str, Any]:
-        """Stop the workers (their games end neutral) and the learner; write the last checkpoint; returns
-        the learner's last status (with its checkpoint path)."""
+    def shutdown(self) -> dict[str, Any]:
+        """Stop the workers (their games end neutral) and the learner, once the checkpoints under way are
+        written; returns the learner's last status (its steps: what the last checkpoint holds)."""
         self.bar.close()
         live = [s.handle.stop.remote() for s in self.slots if s.state != "gone"]
         _wait_quietly(live, 60.0)
         ray.get(self.learner.stop.remote())
         for ref in self.saves:
             self._saved(ref)
-        status = ray.get(self.learner.status.remote(metrics=True))
-        if checkpoint and status["steps"] > self.start:
-            with self.signals.held() if self.signals is not None else nullcontext():  # whole, even on a second signal
-                status["checkpoint"] = ray.get(self.learner.save.remote())
-        return status
+        return ray.get(self.learner.status.remote(metrics=True))
+
+
+class LearnerCheckpoints:
+    """The learner actor's checkpoints, kept by the run's assembly as a checkpointer of this process
+    (:meth:`~explorer.run.assembly.Setup.use_checkpointer`): in the run's ``directory``, written where the
+    learner runs; ``coordinator`` is the run's, once it exists."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.coordinator: Coordinator | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A checkpoint of the run failed: the run stops, and its way out does not try again."""
+        return self.coordinator is not None and self.coordinator.save_failed
+
+    def save(self, steps: int) -> str:
+        """The stopped learner's checkpoint, at the ``steps`` it took in; returns its path prefix."""
+        assert self.coordinator is not None
+        try:
+            return ray.get(self.coordinator.learner.save.remote())
+        except ray.exceptions.RayError as err:
+            raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
 
 
 def _wait_quietly(refs: list[Any], timeout: float) -> None:
@@ -729,8 +752,9 @@ def explore_workers(a: Assembly, progress: bool, run_path: str | Path | None,
     if config.game.name == "gym":  # a game that cannot be made says so in seconds, not once a cluster is up
         from explorer.envs.gym.env import make
         make(config.game).close()
-    kept.checkpoints = run.path / "checkpoints"  # the learner's, wherever it runs
-    with ExitStack() as stack:
+    checkpoints = LearnerCheckpoints(run.path / "checkpoints")  # the learner's, wherever it runs
+    a.use_checkpointer(checkpoints)
+    with a.loop() as stack:
         cluster = Cluster(config)
         stack.callback(cluster.close)
         learner = cluster.learner(config, run.path, resume=run_path is not None)
@@ -742,14 +766,19 @@ def explore_workers(a: Assembly, progress: bool, run_path: str | Path | None,
         if run_path is not None:
             continue_run(run, run_path, int(status["start"]), config, commit=True)
         coordinator = Coordinator(config, run, workers, learner, status, on_report, progress, signals)
+        checkpoints.coordinator = coordinator
+        final: dict[str, Any] = {}
+        # on every way out, Ctrl-C included, once the workers and the learner have stopped
+        keep = a.checkpoint_on_exit(lambda: int(final.get("steps", 0)), since=coordinator.start)
         kept.started = True
         try:
             coordinator.loop()
-        finally:  # on every way out, Ctrl-C included: workers stopped, learner stopped, a checkpoint written
+        finally:  # on every way out: workers stopped, learner stopped
             try:
-                final = coordinator.shutdown(checkpoint=not coordinator.save_failed)
+                final.update(coordinator.shutdown())
             except ray.exceptions.RayError as err:
                 raise ExplorerError(f"the learner failed while the run stopped: {_one_line(err)}") from None
+        final["checkpoint"] = keep()
         seconds = time.monotonic() - coordinator.t0
         slots = coordinator.slots
         written = coordinator.delivered > 0  # a new run stopped before its first step is removed
@@ -771,11 +800,11 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         cov = s.coverage
         partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in the means
         partials += partial
-        figures = coverage_summary(cov, ("cells_in_unfinished_episode", partial))
+        figures = coverage_summary(cov, ("cells_in_unfinished_episode", partial), c.episode_budget)
         workers.append({"worker": s.index, "steps": s.steps, "episodes": s.episodes,
                         "steps_per_s": s.steps / s.seconds if s.seconds > 0 else 0.0,
-                        **{k: figures[k] for k in ("cells_per_episode", "cells_per_episode_last20", "distinct_cells",
-                                                   "distinct_rooms")},
+                        **{k: figures[k] for k in ("cells_per_episode", "episode_lengths", "cells_per_budget",
+                                                   "distinct_cells", "distinct_rooms")},
                         "restarts": s.restarts, "lost_batches": s.lost_batches,
                         "lost_steps": s.lost_steps, "incarnations": s.incarnations,
                         "weights_versions": [min(s.versions), max(s.versions)] if s.versions else [],
@@ -786,7 +815,8 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
     return {
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-        **coverage_summary(union, ("cells_in_unfinished_episodes", partials), per_episode=c.episode_cells),
+        **coverage_summary(union, ("cells_in_unfinished_episodes", partials), c.episode_budget,
+                           episodes=(c.episode_cells, c.episode_lengths)),
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),

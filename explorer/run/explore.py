@@ -84,18 +84,19 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
         lockstep = _train(a, driver, agent, done) if agent is not None else None
         coverage = Coverage(lambda s: s.info["position"], cell=env.cell)
         coverage.attach(driver)
-        MetricsLog(run, config.run.log_every, done, coverage,
-                   episode_info=lambda: {"outcome": env.outcome}, buttons=config.pad.buttons).attach(driver)
+        budget = env.episode_budget
+        MetricsLog(run, config.run.log_every, done, coverage, episode_info=lambda: {"outcome": env.outcome},
+                   buttons=config.pad.buttons, budget=budget).attach(driver)
         bar = a.progress(driver, config.run.steps, progress, initial=start)
         driver.on_episode(lambda n: bar.set_postfix(episode=n, cells=coverage.visited.per_episode[-1],
-                                                    last20=f"{coverage.visited.recent_mean():.1f}"))
+                                                    cells_per_budget=f"{coverage.visited.figure(budget):.1f}"))
         recorder = a.record(driver, "game", name=f"{run.path.name}-from-{start}" if start else None)
         if agent is not None:  # on every way out, before the env closes
             a.checkpoint_on_exit(done, since=start, settle=lambda: _settle(lockstep))
         stats = a.go(driver, max_steps=max(config.run.steps - start, 0))
 
     cov = coverage.visited
-    partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in last-20 means below
+    partial = finish_episode(cov)  # the unfinished last episode counts in the picture, not in the figures below
     # a run stopped before its first step writes nothing: a new one is removed, a resumed one stays as it was
     written = stats.steps > 0
     picture = plot_trajectory(cov, run.path / "trajectory.png",
@@ -104,7 +105,7 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
     summary = {
         "run_dir": str(run.path), "steps": stats.steps, "resumed_at": start, "episodes": stats.episodes,
         "seconds": round(stats.seconds, 2), "steps_per_s": stats.hz,
-        **coverage_summary(cov, unfinished=("cells_in_unfinished_episode", partial)),
+        **coverage_summary(cov, unfinished=("cells_in_unfinished_episode", partial), budget=budget),
         "trajectory_png": str(picture) if picture is not None else None, "loop": stats.summary(),
         "session": str(recorder.path) if recorder is not None else None,
         "checkpoint": a.checkpointer.latest if a.checkpointer is not None else None,

@@ -42,7 +42,8 @@ class Training:
 
 
 class Coverage:
-    """Map cells visited per episode, from a position ``where(step) -> (x, y)`` (measurement only).
+    """Map cells visited per episode, from a position ``where(step) -> (x, y)`` (measurement only), and
+    each episode's agent steps.
 
     Args:
       where: the player's position in a step (``step.info["position"]`` for the built-in game): ``x``, ``y``
@@ -61,8 +62,13 @@ class Coverage:
 
     def attach(self, driver: Driver) -> None:
         driver.on_reset(self._add)
-        driver.on_step(lambda t: self._add(t.next_step) if t.index % self.every == 0 else None)
+        driver.on_step(self._step)
         driver.on_episode(self._end_episode)
+
+    def _step(self, t: Transition) -> None:
+        self.visited.episode_steps += 1
+        if t.index % self.every == 0:
+            self._add(t.next_step)
 
     def _end_episode(self, episodes: int) -> None:
         self.visited.end_episode()
@@ -77,12 +83,17 @@ class MetricsLog:
       every: agent steps between lines.
       done: agent steps so far (over resumptions).
       coverage: cells per episode, when the env reports positions.
+      budget: the agent steps an episode may last (the env's ``episode_budget``), for the coverage figure.
       buttons: the pad buttons of the actions (``pad.buttons``), for their press rates.
     """
 
     def __init__(self, run: RunDir, every: int, done: Callable[[], int], coverage: Coverage | None = None,
-                 episode_info: Callable[[], dict[str, Any]] | None = None, buttons: tuple[str, ...] = ()):
+                 episode_info: Callable[[], dict[str, Any]] | None = None, buttons: tuple[str, ...] = (),
+                 budget: int | None = None):
+        if coverage is not None and budget is None:
+            raise ValueError("MetricsLog: the coverage figure needs the episode budget (the env's episode_budget)")
         self.run = run
+        self.budget = budget
         self.buttons = buttons
         self.every = every
         self.done = done
@@ -116,13 +127,14 @@ class MetricsLog:
         self.actions.clear()
 
     def _episode(self, n: int) -> None:
-        assert self.coverage is not None
+        assert self.coverage is not None and self.budget is not None
         cov = self.coverage.visited
         cells = cov.per_episode[-1]
         info = self.episode_info() if self.episode_info is not None else {}
         kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
         self.run.log({"step": self.done(), "episode": n, "cells": cells, **kind, **info})
-        self.run.scalars(self.done(), {"coverage/cells_per_episode": cells, "coverage/last20_mean": cov.recent_mean()})
+        self.run.scalars(self.done(), {"coverage/cells_per_episode": cells,
+                                       "coverage/cells_per_budget": cov.figure(self.budget)})
 
 
 class BlankWarning:

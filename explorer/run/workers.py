@@ -42,6 +42,7 @@ from explorer.agent.threaded import ThreadedLearner
 from explorer.config import Config
 from explorer.core import ExplorerError, action_dim, action_stats
 from explorer.envs.gym.positions import FrameCell, Position
+from explorer.run.assembly import Setup
 from explorer.run.coverage import place
 from explorer.run.driver import Controls, Driver, Transition
 
@@ -61,7 +62,10 @@ class Report:
         the room or z where the game has them, or a frame cell where it reports no position): each
         episode's first place, then one per step.
       cell: the coverage cell size of the worker's game, in the places' units.
-      ends: an episode ended at ``places[i]`` for each ``i`` here; outcomes: how each ended.
+      ends: an episode ended at ``places[i]`` for each ``i`` here; outcomes: how each ended; end_steps: the
+        batch's agent steps up to and including each one's last.
+      budget: the agent steps an episode of the worker's game may last (its env's ``episode_budget``; None:
+        not said).
       metrics: means over the batch's steps (novelty, action statistics).
       version: the weights version the worker acted with at the end of the batch (-1: none yet).
       seconds: time the batch took to act, seconds; waited: seconds spent waiting for a grant.
@@ -76,6 +80,8 @@ class Report:
     places: list[Position | FrameCell] = field(default_factory=list)
     cell: float = 64.0
     ends: list[int] = field(default_factory=list)
+    end_steps: list[int] = field(default_factory=list)
+    budget: int | None = None
     outcomes: list[str | None] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     version: int = -1
@@ -112,22 +118,27 @@ class Worker:
       index: which worker this is, from 0.
       fetch: turns what :meth:`collect` is handed as ``weights`` into ``{"policy": [...],
         "novelty": [...]}`` (``ray.get`` on a Ray cluster; by default the value itself).
+      own_process: the worker has its process to itself (a Ray actor's): TensorFlow acts on the CPU
+        alone, with thread pools of ``run.worker_cpus`` threads (False: the process's are left as they are).
     """
 
-    def __init__(self, config: Config, index: int, fetch: Callable[[Any], Any] | None = None):
+    def __init__(self, config: Config, index: int, fetch: Callable[[Any], Any] | None = None,
+                 own_process: bool = False):
         from explorer.envs import make_env
-        from explorer.run.builder import build_acting, seed_everything
 
         self.index = index
         self.fetch = fetch or (lambda value: value)
         self.incarnation = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         config = worker_config(config, index)
         self.config = config
-        seed_everything(config.run.seed + 7919 * (index + 1))
+        setup = Setup(config)
+        threads = max(1, int(config.run.worker_cpus))
+        setup.prepare(config.run.seed + 7919 * (index + 1), threads=(threads, threads) if own_process else None,
+                      gpu=not own_process)
         self.env = make_env(config)
         self.outbox = Outbox(self.env.frame_shape, config.observation.stack, 0, reach_back(config),
                              action_dim(config.pad.buttons))
-        self.agent = build_acting(config, self.env.frame_shape, self.outbox)
+        self.agent = setup.acting_agent(self.env.frame_shape, self.outbox)
         self.outbox.ctx_dim = self.agent.context.dim
         self.controls = Controls()
         self.driver = Driver(self.env, self.agent.actor, self.controls)
@@ -203,8 +214,8 @@ class Worker:
     def _empty(self) -> tuple[Batch, Report]:
         batch = Batch.empty(self.env.frame_shape, self.config.observation.stack, self.agent.context.dim,
                             action_dim=action_dim(self.config.pad.buttons))
-        return batch, Report(self.index, self.incarnation, cell=self.env.cell, version=self._version, pid=os.getpid(),
-                             host=socket.gethostname())
+        return batch, Report(self.index, self.incarnation, cell=self.env.cell, budget=self.env.episode_budget,
+                             version=self._version, pid=os.getpid(), host=socket.gethostname())
 
     # ------------------------------------------------------------ acting thread
     def _run(self) -> None:
@@ -245,6 +256,7 @@ class Worker:
     def _new_batch(self) -> None:
         self._places: list[Position | FrameCell] = []
         self._ends: list[int] = []
+        self._end_steps: list[int] = []
         self._outcomes: list[str | None] = []
         self._sums: dict[str, float] = {}
         self._count = 0
@@ -257,6 +269,7 @@ class Worker:
         self._places.append(place(t.next_step.info["position"]))
         if t.next_step.last:  # here, not on_episode: the batch may be shipped before the driver calls that
             self._ends.append(len(self._places) - 1)
+            self._end_steps.append(self._count + 1)  # this step included
             self._outcomes.append(self.env.outcome)
         for k, v in t.metrics.items():
             self._sums[k] = self._sums.get(k, 0.0) + float(v)
@@ -276,7 +289,8 @@ class Worker:
     def _pack(self) -> tuple[Batch, Report]:
         batch = self.outbox.take(self._count)
         report = Report(self.index, self.incarnation, steps=self._count, transitions=len(batch),
-                        places=self._places, cell=self.env.cell, ends=self._ends,
+                        places=self._places, cell=self.env.cell, ends=self._ends, end_steps=self._end_steps,
+                        budget=self.env.episode_budget,
                         outcomes=self._outcomes, metrics={k: v / self._count for k, v in self._sums.items()},
                         version=self._version, seconds=time.monotonic() - self._started, waited=self._waited,
                         frames=len(batch.frames), nbytes=batch.nbytes, pid=os.getpid(), host=socket.gethostname())
@@ -294,23 +308,21 @@ class LearnerService:
       resume: restore the latest checkpoint of the run first.
       publish: turns ``{"policy": [...], "novelty": [...]}`` into what workers are handed
         (``ray.put`` on a Ray cluster: one copy per publication, however many workers fetch it).
+      gpu: False hides the GPUs from TensorFlow (the learner's process is a Ray actor's on a node without one).
     """
 
     def __init__(self, config: Config, run_path: str | Path, frame_shape: tuple[int, int, int], resume: bool = False,
-                 publish: Callable[[Any], Any] | None = None):
-        from explorer.run.builder import build_agent, seed_everything
-
+                 publish: Callable[[Any], Any] | None = None, gpu: bool = True):
         run_path = Path(run_path)
         if not (run_path / "config.toml").is_file():
             raise ExplorerError(f"the learner runs on {socket.gethostname()}, where run directory {run_path} is not "
                                 f"visible: put run.dir on a filesystem every node of the cluster shares, or run "
                                 f"explorer explore on the node the learner runs on")
-        seed_everything(config.run.seed, eager=config.run.eager)
+        setup = Setup(config, run_path)
+        setup.prepare(config.run.seed, eager=config.run.eager, gpu=gpu)
         self.config = config
-        self.agent = build_agent(config, frame_shape)
-        self.checkpointer = self.agent.checkpointer(run_path / "checkpoints")
-        if resume:
-            self.checkpointer.restore()
+        self.agent = setup.learning_agent(frame_shape, restore=run_path if resume else None)
+        self.checkpointer = setup.checkpointer
         self.start = self.agent.actor.steps  # agent steps of the run before this session
         self.steps = self.start  # agent steps taken in, resumptions included
         self.transitions = 0

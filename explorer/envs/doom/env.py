@@ -36,6 +36,8 @@ class DoomEnv:
         self.ring = FrameRing(ring_capacity, game.shape)
         self._started = False
         self.cell = 64.0  # coverage cell size, map units
+        # agent steps an episode may last: the engine's timeout is game.episode_steps steps of frame_skip tics
+        self.episode_budget = game.config.episode_steps
 
     def _step(self, first: bool = False, last: bool = False) -> Step:
         # A timeout is game.episode_steps running out: the budget the context counts down, not a truncation.

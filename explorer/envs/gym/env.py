@@ -138,6 +138,10 @@ class GymEnv:
             self.actions = ActionMap(self.env.action_space, buttons, game.actions, meanings(self.env))
             self.read_position, own_cell = position_reader(game.id, game.position_key)
             self.cell = game.cell or own_cell
+            # agent steps an episode may last: game.episode_steps, or the game's own time limit where
+            # Gymnasium knows it (a registered max_episode_steps) and it is shorter
+            limit = getattr(self.env.spec, "max_episode_steps", None)
+            self.episode_budget = min(game.episode_steps, limit) if limit else game.episode_steps
             self.stack = stack
             self.frame_shape = observation_shape(observation)
             self.ring = FrameRing(ring_capacity, self.frame_shape)
