@@ -68,7 +68,9 @@ def test_a_disk_that_fills_before_the_first_checkpoint_leaves_no_half_run(tmp_pa
 
 def test_no_room_for_the_session_of_a_recorded_run(tmp_path):
     disk = tmp_path / "disk"
-    rc, err, left = on_tiny_disk(disk, "4k", "explore", "--steps", "100", "--out", str(tmp_path / "runs"),
+    # 8k: two tmpfs pages, room for the session's meta.json (a little over one page with the settings in it)
+    # and not for its first chunk
+    rc, err, left = on_tiny_disk(disk, "8k", "explore", "--steps", "100", "--out", str(tmp_path / "runs"),
                                  "--record", str(disk), "--no-progress", "--set", "record.chunk_frames=4", *SMALL)
     assert rc == 1 and "Traceback" not in err
     (run,) = (tmp_path / "runs").iterdir()
@@ -82,8 +84,8 @@ def test_no_room_for_the_session_of_a_recorded_run(tmp_path):
 
 
 def test_no_room_for_a_recording(tmp_path, xvfb):
-    disk = tmp_path / "disk"
-    rc, err, left = on_tiny_disk(disk, "4k", "record", "--region", "0,0,32,32", "--seconds", "20", "--out", str(disk),
+    disk = tmp_path / "disk"  # 8k: room for the session's meta.json, not for its first chunk (as above)
+    rc, err, left = on_tiny_disk(disk, "8k", "record", "--region", "0,0,32,32", "--seconds", "20", "--out", str(disk),
                                  "--chunk-frames", "4")
     assert rc == 1 and "Traceback" not in err
     line = last_line(err)

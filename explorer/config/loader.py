@@ -211,7 +211,11 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
             if e["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else ""
                 known = _known_keys(section)
-                lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}")
+                # a setting of another group of the same section (learner.networks.warmup_steps) says where it is
+                name, top = key.rsplit(".", 1)[-1], key.split(".")[0]
+                there = [k for k in _settings() if k.startswith(f"{top}.") and k.rsplit(".", 1)[-1] == name]
+                hint = f"; {name} is {' or '.join(there)}" if there else ""
+                lines.append(f"unknown key {key!r} (from {where}); known keys here: {', '.join(known)}{hint}")
             elif e["type"] == "value_error" and isinstance(e.get("input"), dict):  # a check across keys
                 for problem in e["msg"].removeprefix("Value error, ").splitlines():
                     lines.append(f"{problem} ({_origins_of(problem, origins)})")
