@@ -41,8 +41,8 @@ def plot_trajectory(coverage: Coverage, path: str | Path, title: str = "") -> Pa
             sel = xy[ep == e]
             ax.plot(sel[:, 0], sel[:, 1], lw=0.8, color=cmap(i), alpha=0.8)
             ax.plot(sel[0, 0], sel[0, 1], "o", ms=3, color=cmap(i))
-    _label_panels(ax, ax2, coverage, "paths", "episode")
     ax2.plot(np.arange(1, len(coverage.per_episode) + 1), coverage.per_episode, ".-")
+    _label_panels(ax, ax2, coverage, "paths", "episode")  # after the data: it fixes the axes' limits
     return _save(fig, path, title, dpi=100)
 
 
