@@ -97,9 +97,13 @@ def _follow_once(path: Path, lines: list[tuple[float, dict[str, Any]]], t0: floa
 
 
 def _setting(sets: list[str], key: str, default: float) -> float:
-    """The value ``--set`` gave ``key`` last (as the command line takes it), else ``default``."""
+    """The value ``--set`` gave ``key`` (or its old name, :data:`~explorer.config.MOVED_KEYS`) last (as the
+    command line takes it), else ``default``."""
+    from explorer.config import MOVED_KEYS
+
+    names = {key, *(old for old, new in MOVED_KEYS.items() if new == key)}
     for s in reversed(sets):
-        if s.startswith(key + "="):
+        if s.split("=", 1)[0].strip() in names and "=" in s:
             return float(s.split("=", 1)[1])
     return default
 
