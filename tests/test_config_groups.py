@@ -57,7 +57,8 @@ def test_the_groups_hold_every_setting_once_and_the_table_names_each_moved_one()
     grouped = {f"learner.{g}.{k}" for g in ("networks", "actions", "schedule", "live")
                for k in type(getattr(defaults, g)).model_fields}
     assert set(MOVED_KEYS) == {f"learner.{k}" for k in FLAT}
-    assert set(MOVED_KEYS.values()) == grouped
+    born_in_groups = {"learner.actions.plan_score"}  # settings added after the split have no old key
+    assert set(MOVED_KEYS.values()) == grouped - born_in_groups
     assert all(new.rsplit(".", 1)[1] == old.rsplit(".", 1)[1] for old, new in MOVED_KEYS.items())
     assert set(type(defaults).model_fields) == {*STAYED, "networks", "actions", "schedule", "live"}
 

@@ -15,7 +15,7 @@ from explorer.agent.networks import StickRange
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.trainer import InlineTrainer
 from explorer.config import Config, LearnerConfig, NoveltyConfig
-from explorer.core import Step
+from explorer.core import Step, stack_frames
 from explorer.envs.ring import FrameRing
 from explorer.run.builder import build_agent
 from explorer.run.driver import Driver
@@ -507,8 +507,8 @@ def test_the_planner_sends_the_candidate_it_scores_farthest_from_the_episode():
     seen = {}
     scores = agent.actor._plan_scores
 
-    def spy(obs, actions):
-        out = scores(obs, actions)
+    def spy(obs, actions, ctx):
+        out = scores(obs, actions, ctx)
         seen["actions"], seen["scores"] = actions.numpy(), out.numpy()
         return out
 
@@ -522,6 +522,66 @@ def test_the_planner_sends_the_candidate_it_scores_farthest_from_the_episode():
         step = next_step
     assert seen["actions"].shape == (6, 4) and np.all(seen["scores"] >= 0)
     np.testing.assert_allclose(agent.actor.held, seen["actions"][int(np.argmax(seen["scores"]))], atol=1e-6)
+
+
+def test_the_critic_planner_sends_the_candidate_the_critics_value_most():
+    agent = make({"learner.actions.plan_candidates": 5, "learner.actions.plan_score": "critic", "learner.schedule.warmup_steps": 0})
+    assert agent.learner.model_head is None and agent.actor.planner[1] is agent.learner.heads
+    seen = {}
+    scores = agent.actor._plan_scores
+
+    def spy(obs, actions, ctx):
+        out = scores(obs, actions, ctx)
+        seen["obs"], seen["actions"], seen["ctx"], seen["scores"] = obs, actions.numpy(), ctx.numpy(), out.numpy()
+        return out
+
+    agent.actor._plan_scores = spy
+    env = WalkEnv()
+    step = env.reset()
+    for _ in range(3):
+        action = agent.actor.act(step)
+        next_step = env.step(action)
+        agent.actor.observe(step, action, next_step)
+        step = next_step
+    assert seen["actions"].shape == (5, 4) and len(set(np.round(seen["scores"], 6))) > 1  # the draws alone
+    features = agent.learner.encoder(stack_frames(seen["obs"])[None], training=False)
+    q = agent.learner.heads([tf.repeat(features, 5, 0), tf.constant(seen["actions"]),
+                             tf.constant(np.repeat(seen["ctx"][None], 5, 0))])
+    np.testing.assert_allclose(seen["scores"], np.min(q.numpy(), -1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.actor.held, seen["actions"][int(np.argmax(seen["scores"]))], atol=1e-6)
+
+
+def test_an_acting_copy_scores_with_the_critics_the_learner_publishes():
+    agent = make({"learner.actions.plan_candidates": 4, "learner.actions.plan_score": "critic", "learner.schedule.warmup_steps": 0}, acting_copy=True)
+    copy = agent.actor.planner[1]
+    assert copy is not agent.learner.heads
+    play(agent, WalkEnv(), 80)  # the learner trains; the copy keeps the weights it was given
+    trained = [w.numpy() for w in agent.learner.heads.weights]
+    assert not all(np.allclose(a, b.numpy()) for a, b in zip(trained, copy.weights, strict=True))
+    agent.actor.set_weights(agent.learner.get_weights())
+    for a, b in zip(trained, copy.weights, strict=True):
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_the_critic_planner_learns_to_walk_where_the_picture_is_new():
+    # As the model planner's test above: a tiny actor step size, so what walks forward more often after the
+    # warm-up is the choice among random draws, here by the critics fitted to the novelty.
+    novelty = NoveltyConfig(histogram_bins=16, knn=1, exclude_recent=0)
+    agent = make({"learner.actions.plan_candidates": 8, "learner.actions.plan_score": "critic", "learner.action_repeat": 2,
+                  "learner.actor_lr": 1e-9}, novelty,
+                 episode_steps=50)
+    actions, _ = play(agent, GreyWalkEnv(), 800)
+    planned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
+    alone = make({"learner.action_repeat": 2, "learner.actor_lr": 1e-9}, novelty, episode_steps=50)
+    actions, _ = play(alone, GreyWalkEnv(), 800)
+    unplanned = np.mean(np.array(actions[-200:])[:, 3] > 0.2)
+    assert planned > 0.65 and unplanned < 0.55, (planned, unplanned)
+
+
+def test_the_critic_planner_needs_no_episodic_memory():
+    from explorer.config import load
+
+    assert load(None, ["learner.actions.plan_candidates=4", "learner.actions.plan_score=critic", "novelty.signal=rnd"])
 
 
 def test_the_planner_needs_the_episodic_memory_and_the_shared_encoder():

@@ -99,7 +99,7 @@ class LearningActor:
         self.config = config
         self.policy_net = policy_net
         self.planner = planner
-        if planner is not None and not isinstance(novelty, EpisodicNovelty):
+        if planner is not None and config.actions.plan_score == "model" and not isinstance(novelty, EpisodicNovelty):
             raise ValueError("learner.actions.plan_candidates scores actions against the episodic novelty's memory")
         self.novelty = novelty
         self.context = context
@@ -125,8 +125,12 @@ class LearningActor:
         spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
         self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
         self.kept_own: bool | None = None  # the last decision was planned: did it keep the policy's own action?
-        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8),
-                     tf.TensorSpec([config.actions.plan_candidates + 1, self.sticks.dim], tf.float32)]
+        # The model planner scores the policy's own action beside the draws; the critic planner the draws alone
+        # (the actor climbs the critics, so its own action would win nearly every choice).
+        self._own = config.actions.plan_score == "model"
+        plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([config.actions.plan_candidates + self._own,
+                                                                           self.sticks.dim], tf.float32),
+                     tf.TensorSpec([context.dim], tf.float32)]
         self._plan_scores: Any = self._scores if config.eager else tf.function(self._scores, input_signature=plan_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -135,12 +139,18 @@ class LearningActor:
         mean, log_std = split_outputs(y, self.config.algo)
         return mean[0], log_std[0]
 
-    def _scores(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+    def _scores(self, obs: tf.Tensor, actions: tf.Tensor, ctx: tf.Tensor) -> tf.Tensor:
         """``float32[K]``: how far from this episode's memory the planner expects the frame one decision
-        on to be, for each of ``actions`` (``float32[K, dim]``, as sent) taken on ``obs``."""
-        assert self.planner is not None and isinstance(self.novelty, EpisodicNovelty)
+        on to be, for each of ``actions`` (``float32[K, dim]``, as sent) taken on ``obs`` in context
+        ``ctx``; with ``learner.actions.plan_score = "critic"`` the lower of the twin critics' values instead."""
+        assert self.planner is not None
         encoder, head = self.planner
         features = encoder(stack_frames(obs)[None], training=False)
+        n = tf.shape(actions)[0]
+        if self.config.actions.plan_score == "critic":
+            q = head([tf.repeat(features, n, 0), actions, tf.repeat(ctx[None], n, 0)], training=False)
+            return tf.reduce_min(q, axis=-1)
+        assert isinstance(self.novelty, EpisodicNovelty)
         now = self.novelty.embed(obs[-1][None], training=False)  # the newest frame's embedding, [1, D]
         change = head([tf.repeat(features, tf.shape(actions)[0], 0), actions], training=False)
         return self.novelty.distances(now + change)
@@ -228,12 +238,16 @@ class LearningActor:
     def _plan(self, step: Step, own: np.ndarray) -> np.ndarray:
         """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
         ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
-        this episode's memory; the policy's own while nothing is old enough to compare with."""
+        this episode's memory (the policy's own while nothing is old enough to compare with); with
+        ``learner.actions.plan_score = "critic"`` the draw alone, without the policy's own, that the critics value most."""
         draws = self.rng.uniform(-1.0, 1.0, (self.config.actions.plan_candidates, self.sticks.dim)) + self.sticks.prior
-        squashed = np.concatenate([own[None], np.clip(draws, -1.0, 1.0)]).astype(np.float32)
+        squashed = np.clip(draws, -1.0, 1.0).astype(np.float32)
+        if self._own:
+            squashed = np.concatenate([own[None], squashed])
         sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
-        best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent)).numpy()))
-        self.kept_own = best == 0
+        best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent), tf.constant(self.last_ctx)).numpy()))
+        if self._own:
+            self.kept_own = best == 0
         return squashed[best]
 
     def _option(self) -> np.ndarray:

@@ -151,7 +151,7 @@ class Learner:
         # novelty embedding of the frame one decision on; its loss trains the encoder too (an auxiliary task).
         self.plan_target: keras.Model | None = None
         self.model_head: keras.Model | None = None
-        if config.actions.plan_candidates:
+        if config.actions.plan_candidates and config.actions.plan_score == "model":
             if not isinstance(novelty, EpisodicNovelty):
                 raise ExplorerError("learner.actions.plan_candidates scores actions against the episodic novelty's memory: "
                                     "set novelty.signal = episodic")
@@ -421,10 +421,18 @@ class Learner:
         return metrics
 
     def get_weights(self) -> list[np.ndarray]:
-        """The policy's weights (with a shared encoder, the critic's encoder's too), then the planner's
-        model head's when there is one, for an actor."""
-        models = [self.policy_net] if self.model_head is None else [self.policy_net, self.model_head]
+        """The policy's weights (with a shared encoder, the critic's encoder's too), then the head the
+        planner scores with when there is one (its model head, or the critics' heads), for an actor."""
+        planner = self.planner()
+        models = [self.policy_net] if planner is None else [self.policy_net, planner[1]]
         return [w.numpy() for m in models for w in m.weights]
+
+    def planner(self) -> tuple[keras.Model, keras.Model] | None:
+        """``(encoder, head)`` the actor's planner scores candidates with (``learner.actions.plan_candidates``):
+        the model head, or with ``learner.actions.plan_score = "critic"`` the critics' heads; None without one."""
+        if not self.config.actions.plan_candidates:
+            return None
+        return self.encoder, (self.heads if self.config.actions.plan_score == "critic" else self.model_head)
 
     def dummy_batch(self, seed: int = 0) -> dict[str, tf.Tensor]:
         rng = np.random.default_rng(seed)

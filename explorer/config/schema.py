@@ -397,6 +397,7 @@ class ActionsConfig(_Section):
                               "residual's proposal (residual)")
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
     plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learneractions)")
+    plan_score: Literal["model", "critic"] = Field("model", description="plan_candidates: model: a predicted view's distance from the episode's memory; critic: the critics' value")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
@@ -653,14 +654,16 @@ def config_problems(config: Config) -> list[str]:
                         f"{w}: raise them, or use {instead}")
     problems += worker_problems(config)
     plan = learner.actions.plan_candidates
-    if plan and novelty.signal == "episodic" and novelty.embedding == "temporal":
+    model = plan and learner.actions.plan_score == "model"
+    if model and novelty.signal == "episodic" and novelty.embedding == "temporal":
         problems.append(f"learner.actions.plan_candidates = {plan} predicts embeddings as the novelty's "
                         f"model gives them, but novelty.embedding = temporal normalises them after: use another "
                         f"novelty.embedding, or learner.actions.plan_candidates = 0")
-    if plan and novelty.signal != "episodic":
+    if model and novelty.signal != "episodic":
         problems.append(f"learner.actions.plan_candidates = {plan} scores actions against the episodic "
                         f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
-                        f"novelty.signal = episodic, or learner.actions.plan_candidates = 0")
+                        f"novelty.signal = episodic, learner.actions.plan_score = critic, or "
+                        f"learner.actions.plan_candidates = 0")
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "

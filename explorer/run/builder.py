@@ -18,7 +18,13 @@ from explorer.agent.adder import NStepAdder, TransitionSink
 from explorer.agent.checkpoint import ArraysPart, Checkpointer, JsonPart, Part, validate_rng_state
 from explorer.agent.context import Context, Proposal
 from explorer.agent.learner import Learner
-from explorer.agent.networks import StickRange, build_encoder, build_model_head, build_policy_net
+from explorer.agent.networks import (
+    StickRange,
+    build_encoder,
+    build_heads,
+    build_model_head,
+    build_policy_net,
+)
 from explorer.agent.novelty import EpisodicNovelty, Novelty, make_novelty
 from explorer.agent.replay import Replay
 from explorer.config import Config
@@ -123,11 +129,11 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     buttons = config.pad.buttons
     novelty, context = _novelty_and_context(config, (h, w, c))
     replay = Replay((h, w, c), k, context.dim, lc.schedule.replay_mb, lc.seed, action_dim(buttons),
-                    after=lc.action_repeat if lc.actions.plan_candidates else 0)
+                    after=lc.action_repeat if lc.actions.plan_candidates and lc.actions.plan_score == "model" else 0)
     learner = Learner(lc, (h, w, k * c), context.dim, replay, novelty, buttons, context.proposal_at)
     adder = NStepAdder(replay, lc.gamma, lc.n_step)
     policy_net = learner.policy_net
-    planner = None if learner.model_head is None else (learner.encoder, learner.model_head)
+    planner = learner.planner()
     if acting_copy:
         policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
@@ -189,6 +195,8 @@ def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int
     dim = action_dim(config.pad.buttons)
     encoder = build_encoder(stacked, lc.networks.filters, lc.networks.feature, lc.seed + 200, "acting_encoder")
     policy_net = build_policy_net(stacked, ctx_dim, lc, encoder, dim)[1]
+    if lc.actions.plan_candidates and lc.actions.plan_score == "critic":
+        return policy_net, (encoder, build_heads(lc.networks.feature, ctx_dim, lc, lc.seed + 300, "acting_heads", dim))
     if not lc.actions.plan_candidates or not isinstance(novelty, EpisodicNovelty):
         return policy_net, None
     return policy_net, (encoder, build_model_head(lc.networks.feature, lc, int(novelty.embed.output_shape[-1]), dim))
