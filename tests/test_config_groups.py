@@ -16,7 +16,7 @@ from explorer.config import MOVED_KEYS, Config, ConfigError, load, loader, missi
 FLAT = ("batch_size", "update_every", "warmup_steps", "replay_mb", "checkpoint_every", "overlap", "publish_every",
         "lag_steps", "between_ticks", "max_updates_per_s", "hidden", "feature", "filters", "augment",
         "shared_encoder", "context", "view_strips", "oracle_map", "action_prior", "action_low", "action_high",
-        "noise_rho", "random_options", "option_steps", "residual", "plan_candidates", "model_weight")
+        "noise_rho", "random_options", "option_steps", "residual", "plan_candidates", "plan_score", "model_weight")
 #: the learner's settings that stayed where they were
 STAYED = ("algo", "gamma", "n_step", "action_repeat", "actor_lr", "critic_lr", "alpha_lr", "init_alpha",
           "target_entropy", "tau", "clip_norm", "td3_noise", "td3_target_noise", "td3_policy_delay", "preact_penalty",
@@ -57,8 +57,7 @@ def test_the_groups_hold_every_setting_once_and_the_table_names_each_moved_one()
     grouped = {f"learner.{g}.{k}" for g in ("networks", "actions", "schedule", "live")
                for k in type(getattr(defaults, g)).model_fields}
     assert set(MOVED_KEYS) == {f"learner.{k}" for k in FLAT}
-    born_in_groups = {"learner.actions.plan_score"}  # settings added after the split have no old key
-    assert set(MOVED_KEYS.values()) == grouped - born_in_groups
+    assert set(MOVED_KEYS.values()) == grouped
     assert all(new.rsplit(".", 1)[1] == old.rsplit(".", 1)[1] for old, new in MOVED_KEYS.items())
     assert set(type(defaults).model_fields) == {*STAYED, "networks", "actions", "schedule", "live"}
 

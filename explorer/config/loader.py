@@ -106,7 +106,7 @@ MOVED_KEYS: dict[str, str] = {f"learner.{key}": f"learner.{group}.{key}" for gro
     ("networks", ("hidden", "feature", "filters", "augment", "shared_encoder", "context", "view_strips",
                   "oracle_map")),
     ("actions", ("action_prior", "action_low", "action_high", "noise_rho", "random_options", "option_steps",
-                 "residual", "plan_candidates", "model_weight")),
+                 "residual", "plan_candidates", "plan_score", "model_weight")),
     ("schedule", ("batch_size", "update_every", "warmup_steps", "replay_mb", "checkpoint_every", "overlap",
                   "publish_every", "lag_steps")),
     ("live", ("between_ticks", "max_updates_per_s")),
