@@ -544,6 +544,13 @@ class Config(_Section):
         """The seed each seeded part uses, by setting name (``run.seed``, ``learner.seed``, ...)."""
         return {"run.seed": self.run.seed, **{f"{s}.seed": getattr(self, s).seed for s in DERIVED_SEEDS}}
 
+    def setting(self, key: str) -> Any:
+        """The value of the dotted ``key``: ``run.steps``, or a group's setting ``learner.schedule.warmup_steps``."""
+        value: Any = self
+        for name in key.split("."):
+            value = getattr(value, name)
+        return value
+
     def replace(self, **overrides: Any) -> Config:
         """A copy with dotted keys replaced, e.g. ``replace(**{"run.steps": 10})``."""
         from explorer.config.loader import load, toml_literal

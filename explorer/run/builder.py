@@ -92,20 +92,13 @@ def settings_differences(run_config: Path, config: Config) -> str | None:
 
     if not run_config.is_file():
         return None
-    theirs, ours = load(run_config, [], run_file=True).to_dict(), config.to_dict()
-
-    def value(tree: dict[str, Any], key: str) -> Any:
-        node: Any = tree
-        for name in key.split("."):  # learner.networks.hidden: a group's setting
-            node = node.get(name) if isinstance(node, dict) else None
-        return node
-
-    changed = [k for k in SHAPING_SETTINGS if value(theirs, k) != value(ours, k)]
+    theirs = load(run_config, [], run_file=True)
+    changed = [k for k in SHAPING_SETTINGS if theirs.setting(k) != config.setting(k)]
     if not changed:
         return None
-    said = "; ".join(f"{k} = {json.dumps(value(theirs, k))} (the settings in use have {json.dumps(value(ours, k))})"
+    said = "; ".join(f"{k} = {json.dumps(theirs.setting(k))} (the settings in use have {json.dumps(config.setting(k))})"
                      for k in changed)
-    sets = " ".join(f"--set '{k}={json.dumps(value(theirs, k))}'" for k in changed)
+    sets = " ".join(f"--set '{k}={json.dumps(theirs.setting(k))}'" for k in changed)
     return (f"its run ({run_config}) was trained with {said}; to continue it, leave out the --set or --config "
             f"that changed {'it' if len(changed) == 1 else 'them'}, or pass {sets}")
 

@@ -28,9 +28,7 @@ POLICY_SETTINGS = (
 
 
 def _value(config: Config, key: str) -> Any:
-    value: Any = config
-    for name in key.split("."):  # learner.actions.action_low: a group's setting
-        value = getattr(value, name)
+    value = config.setting(key)
     return list(value) if isinstance(value, tuple) else value
 
 

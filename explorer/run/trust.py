@@ -25,20 +25,15 @@ PLACES = ("run.dir", "record.dir", "run.address", "game.module", "game.kwargs",
           "control.pause_unfocused")
 
 
-def _get(config: Config, key: str) -> Any:
-    value: Any = config
-    for name in key.split("."):  # a group's setting has three parts (learner.schedule.warmup_steps)
-        value = getattr(value, name)
-    return value
 
 
 def without_places(config: Config) -> tuple[Config, dict[str, Any]]:
     """``config`` (a run's own settings) with :data:`PLACES` back at their defaults, and what it had set
     them to (setting -> value) where that differed."""
     defaults = Config()
-    dropped = {key: _get(config, key) for key in PLACES if _get(config, key) != _get(defaults, key)}
+    dropped = {key: config.setting(key) for key in PLACES if config.setting(key) != defaults.setting(key)}
     if dropped:
-        config = config.replace(**{key: _get(defaults, key) for key in dropped})
+        config = config.replace(**{key: defaults.setting(key) for key in dropped})
     return config, dropped
 
 
@@ -75,4 +70,4 @@ def place_notes(run_config: str | Path, dropped: dict[str, Any], config: Config)
             f"pass it on the command line "
             f"to use it "
             f"({_set(key, value)})"
-            for key, value in dropped.items() if key not in _QUIET and _get(config, key) == _get(defaults, key)]
+            for key, value in dropped.items() if key not in _QUIET and config.setting(key) == defaults.setting(key)]
