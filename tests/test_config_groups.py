@@ -289,3 +289,17 @@ def test_explore_resumes_a_run_whose_config_toml_has_the_flat_layout(tmp_path, c
     err = capsys.readouterr().err
     assert not _told(err) and "predates" not in err, err
     assert load(run / "config.toml").learner == written.learner  # the run goes on with the settings it had
+
+
+def test_a_run_file_older_than_a_setting_runs_as_the_code_that_wrote_it(tmp_path, monkeypatch):
+    # a setting whose older behaviour is not its default: a run written before it existed keeps that behaviour
+    monkeypatch.setitem(loader.ADDED_SETTINGS, "novelty.heading_window", 12.0)
+    run = tmp_path / "config.toml"
+    run.write_text(loader.render_toml(load(None, ["novelty.heading_window=45"])))
+    older = tmp_path / "older.toml"
+    older.write_text("\n".join(line for line in run.read_text().splitlines()
+                               if not line.startswith(("heading_window", "turn_rate"))) + "\n")
+    assert load(older, [], run_file=True).novelty.heading_window == 12.0
+    assert load(older, [], run_file=True).novelty.turn_rate == loader.ADDED_SETTINGS["novelty.turn_rate"]
+    assert load(older).novelty.heading_window == Config().novelty.heading_window  # a user's file: today's default
+    assert load(run, [], run_file=True).novelty.heading_window == 45.0  # a run that wrote the key keeps its value

@@ -264,3 +264,56 @@ def test_replay_gives_the_frame_one_decision_on_for_the_planner():
     newest = batch["obs"][:, 0, 0, -1]
     want = np.where(newest == 1, 4, 6)
     np.testing.assert_array_equal(batch["after"][:, 0, 0, 0], want)
+
+
+def _turning(window: float, turn_rate: float = 180.0):
+    return make_novelty(NoveltyConfig(signal="episodic", embedding="random", knn=1, exclude_recent=0, heading_window=window),
+                        (16, 16, 1), stack=2, turn_rate=turn_rate)
+
+
+def _turn(camera_x: float) -> tf.Tensor:
+    return tf.constant([camera_x, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("window", [30.0, 0.0])
+def test_heading_window_compares_a_frame_only_with_frames_seen_facing_its_way(window):
+    n = _turning(window)
+    n.reset(_obs(0))  # frame 0, facing 0 degrees
+    n.reward(_obs(0), _turn(0.0), _obs(1))  # frame 1, still facing 0: the running mean
+    back = float(n.reward(_obs(1), _turn(1.0), _obs(0)))  # frame 0 again, turned to face 180 degrees
+    if window:
+        assert back == 1.0  # nothing was seen facing 180 yet: "as new as usual", not "seen"
+        assert float(n.reward(_obs(0), _turn(1.0), _obs(0))) < 1e-3  # facing 0 again: frame 0 was seen so
+    else:
+        assert back < 1e-3  # every frame counts: the same picture, seen before
+
+
+def test_heading_wraps_and_restarts_with_each_episode():
+    n = _turning(30.0, turn_rate=100.0)
+    n.reset(_obs(0))
+    n.reward(_obs(0), _turn(0.0), _obs(1))  # the running mean
+    for _ in range(4):  # 400 degrees: facing 40, and nothing seen within 30 degrees of 100, 200, 300 or 40
+        assert float(n.reward(_obs(0), _turn(1.0), _obs(1))) == 1.0
+    assert float(n.heading) == pytest.approx(40.0)
+    assert float(n.reward(_obs(1), _turn(-0.3), _obs(0))) < 1e-3  # 10 degrees: within the window of frame 0's 0
+    n.reset(_obs(2))
+    assert float(n.heading) == 0.0 and int(n.count) == 1 and float(n.facing[0]) == 0.0
+
+
+def test_heading_window_needs_a_turn_rate_and_is_checkpointed_with_the_memory():
+    unknown = make_novelty(NoveltyConfig(signal="episodic", heading_window=30.0), (16, 16, 1), stack=2)
+    assert unknown.facing is None and "facing" not in unknown.checkpoint_items()  # no turn rate: every frame counts
+    off = _turning(0.0)
+    assert off.facing is None and "facing" not in off.checkpoint_items()
+    on = _turning(30.0)
+    assert {"facing", "heading"} <= set(on.checkpoint_items())
+
+
+def test_turn_rate_is_the_games_own_unless_set():
+    from explorer.config import load
+    from explorer.run.builder import turn_rate
+    assert turn_rate(load(None, [])) == 40.0  # game.turn_scale 10 degrees per tic x game.frame_skip 4 tics
+    assert turn_rate(load(None, ["game.turn_scale=5", "game.frame_skip=2"])) == 10.0
+    assert turn_rate(load(None, ["novelty.turn_rate=12.5"])) == 12.5  # a live game's, measured by its user
+    gym = ["game.name=gym", 'game.id="MiniGrid-Empty-5x5-v0"']
+    assert turn_rate(load(None, gym)) == 0.0  # discrete actions: no view to turn

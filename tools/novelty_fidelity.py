@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from explorer.agent.novelty import make_novelty
     from explorer.config import load
+    from explorer.run.builder import turn_rate
 
     base = ["game.scenario=my_way_home", "game.episode_steps=525", f"game.seed={args.seed}", *args.overrides]
     config = load(None, base)
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.signals:
         name, _, rest = spec.partition(":")
         sets = [f"novelty.signal={name}"] + [f"novelty.{kv}" for kv in rest.split(",") if kv]
-        novelty = make_novelty(load(None, base + sets).novelty, frames[0].shape, stack)
+        signal_config = load(None, base + sets)
+        novelty = make_novelty(signal_config.novelty, frames[0].shape, stack, turn_rate=turn_rate(signal_config))
         train = tf.function(novelty.train)
         reward = np.zeros(len(actions))
         for t in range(len(actions)):

@@ -28,7 +28,8 @@ _EPS = 1e-8
 
 # ---------------------------------------------------------------- pure math
 
-def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, exclude: int = 0) -> tf.Tensor:
+def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, exclude: int = 0,
+                 among: tf.Tensor | None = None) -> tf.Tensor:
     """Mean Euclidean distance from ``query`` to its ``k`` nearest rows of memory.
 
     Args:
@@ -38,6 +39,7 @@ def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, 
       k: neighbours averaged; fewer are used while fewer are valid.
       exclude: the newest ``exclude`` entries are ignored, so that the distance
         measures "far from what was seen before", not "far from a moment ago".
+      among: ``bool[N]``, the slots that may be neighbours (None: all); the others count as invalid.
 
     Returns:
       ``float32`` scalar; -1 when no entry is valid.
@@ -48,6 +50,8 @@ def knn_distance(query: tf.Tensor, memory: tf.Tensor, count: tf.Tensor, k: int, 
     # global index of the entry in each slot (the newest write at or before count - 1)
     age = tf.math.floormod(count - 1 - slots, size)  # 0 = newest
     valid = (slots < count) & (age >= exclude)
+    if among is not None:
+        valid = valid & among
     d = tf.sqrt(tf.reduce_sum(tf.square(memory - query[None, :]), axis=1) + _EPS)
     d = tf.where(valid, d, tf.fill(tf.shape(d), float("inf")))
     n = tf.reduce_sum(tf.cast(valid, tf.int32))
@@ -86,11 +90,19 @@ def running_quantile(history: tf.Tensor, count: tf.Tensor, q: float) -> tf.Tenso
     return tf.cond(n > 0, lambda: ordered[tf.maximum(index, 0)], lambda: tf.constant(0.0))
 
 
-def ring_write(ring: tf.Variable, count: tf.Variable, value: tf.Tensor) -> None:
-    """Write ``value`` into the next row of ``ring`` (row ``count % len(ring)``) and count it."""
+def ring_write(ring: tf.Variable, count: tf.Variable, value: tf.Tensor, beside: tuple[tf.Variable, tf.Tensor] | None = None) -> None:
+    """Write ``value`` into the next row of ``ring`` (row ``count % len(ring)``) and count it; with
+    ``beside = (ring2, value2)`` write ``value2`` into the same row of a second ring of the same length."""
     slot = tf.cast(count % tf.cast(tf.shape(ring)[0], count.dtype), tf.int32)
     ring.scatter_nd_update([[slot]], value[None])
+    if beside is not None:
+        beside[0].scatter_nd_update([[slot]], beside[1][None])
     count.assign_add(1)
+
+
+def angle_between(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """The unsigned difference of headings ``a`` and ``b`` (degrees, broadcast), in [0, 180]."""
+    return tf.abs(tf.math.floormod(a - b + 180.0, 360.0) - 180.0)
 
 
 def pixel_difference(frame: tf.Tensor, recent: tf.Tensor) -> tf.Tensor:
@@ -339,12 +351,18 @@ class EpisodicNovelty(Novelty):
 
     With ``lifelong = "rnd"`` the reward is multiplied by :class:`Lifelong`'s factor
     (Never Give Up's episodic x lifelong product).
+
+    With a ``turn_rate`` (degrees the view turns per step at full camera x) and
+    ``heading_window`` degrees, the agent's heading is integrated from the camera x it sent,
+    and a frame is compared only with the episode's frames seen facing within the window
+    of it: a place seen before from another side is not new because its picture differs,
+    and a picture is compared with what the same direction looked like elsewhere.
     """
 
     name = "episodic"
 
     def __init__(self, config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
-                 action_dim: int = N_AXES):
+                 action_dim: int = N_AXES, turn_rate: float = 0.0):
         if config.embedding == "histogram":
             self.embed = histogram_embedding(tuple(frame_shape), config.histogram_bins, name="episodic_embed")
         else:
@@ -356,6 +374,11 @@ class EpisodicNovelty(Novelty):
         dim = int(self.embed.output_shape[-1])
         self.memory = tf.Variable(tf.zeros([config.episode_capacity, dim]), trainable=False, name="episodic_memory")
         self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="episodic_count")
+        self.turn_rate = float(turn_rate) if config.heading_window > 0 else 0.0
+        self.facing: tf.Variable | None = None  # with a heading window: each memory row's heading, degrees
+        if self.turn_rate > 0:
+            self.facing = tf.Variable(tf.zeros([config.episode_capacity]), trainable=False, name="episodic_facing")
+            self.heading = tf.Variable(0.0, trainable=False, name="episodic_heading")
         self.places = config.episodic_reward == "new_place"
         self.history = tf.Variable(tf.zeros([config.place_history]), trainable=False, name="place_history")
         self.history_count = tf.Variable(0, dtype=tf.int64, trainable=False, name="place_history_count")
@@ -381,21 +404,32 @@ class EpisodicNovelty(Novelty):
         return tf.math.l2_normalize(e) if self.temporal else e
 
     def _add(self, e: tf.Tensor) -> None:
-        ring_write(self.memory, self.count, e)
+        ring_write(self.memory, self.count, e, None if self.facing is None else (self.facing, self.heading))
+
+    def _turn(self, action: tf.Tensor) -> tf.Tensor | None:
+        """Turn the heading by ``action``'s camera x; the memory rows facing within the window, or None."""
+        if self.facing is None:
+            return None
+        self.heading.assign(tf.math.floormod(self.heading + action[0] * self.turn_rate, 360.0))
+        return angle_between(self.facing, self.heading) < self.config.heading_window
 
     def _reset(self, obs: tf.Tensor) -> None:
         self.count.assign(0)
+        if self.facing is not None:
+            self.heading.assign(0.0)
         self._add(self._embed(self.newest(obs)))
 
     def _raw(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        among = self._turn(action)
         e = self._embed(self.newest(next_obs))
-        d = knn_distance(e, self.memory, self.count, self.config.knn, self.config.exclude_recent)
+        d = knn_distance(e, self.memory, self.count, self.config.knn, self.config.exclude_recent, among)
         self._add(e)
         return d
 
-    def _new_place(self, next_obs: tf.Tensor) -> tf.Tensor:
+    def _new_place(self, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
+        among = self._turn(action)
         e = self._embed(self.newest(next_obs))
-        d = knn_distance(e, self.memory, self.count, 1)
+        d = knn_distance(e, self.memory, self.count, 1, among=among)
         threshold = running_quantile(self.history, self.history_count, self.config.place_quantile)
         ring_write(self.history, self.history_count, d)
         new = d > threshold
@@ -410,7 +444,7 @@ class EpisodicNovelty(Novelty):
 
     def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         if self.places:
-            reward = self._new_place(next_obs)
+            reward = self._new_place(action, next_obs)
         else:
             raw = self._raw(obs, action, next_obs)
             # Early in an episode nothing is old enough to compare with: "as new as usual".
@@ -459,6 +493,8 @@ class EpisodicNovelty(Novelty):
     def checkpoint_items(self) -> dict[str, Any]:
         items = {**super().checkpoint_items(), "memory": self.memory, "count": self.count, "embed": self.embed,
                  "history": self.history, "history_count": self.history_count}
+        if self.facing is not None:
+            items.update(facing=self.facing, heading=self.heading)
         if self.lifelong is not None:
             items.update(self.lifelong.checkpoint_items())
         if self.temporal:
@@ -623,7 +659,10 @@ SIGNALS: dict[str, type[Novelty]] = {
 
 
 def make_novelty(config: NoveltyConfig, frame_shape: tuple[int, int, int], stack: int,
-                 action_dim: int = N_AXES) -> Novelty:
+                 action_dim: int = N_AXES, turn_rate: float = 0.0) -> Novelty:
     """The signal ``config.signal`` for frames ``uint8[H, W, C]`` stacked ``stack`` deep and
-    ``float32[action_dim]`` actions."""
+    ``float32[action_dim]`` actions; ``turn_rate``: degrees the view turns per step at full camera x
+    (0: unknown, so the episodic signal has no heading window)."""
+    if config.signal == "episodic":
+        return EpisodicNovelty(config, frame_shape, stack, action_dim, turn_rate)
     return SIGNALS[config.signal](config, frame_shape, stack, action_dim)

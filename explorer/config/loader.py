@@ -159,6 +159,11 @@ def _override(text: str) -> list[tuple[list[str], Any]]:
     return [(key.split("."), v) for key, v in _flatten(tree).items()]
 
 
+#: settings added after runs were written, each with the value that reproduces a run written before it
+#: existed (a run directory's ``config.toml`` holds every setting, so one without the key is older)
+ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_rate": 0.0}
+
+
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
          base: Config | None = None, *, run_file: bool = False) -> Config:
     """Load a config: defaults (or ``base``), then the TOML file, then overrides.
@@ -172,7 +177,8 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         words are strings.
       base: the config to start from instead of the defaults.
       run_file: ``path`` is a run directory's own ``config.toml``, written by explorer (an older one
-        wrote the old keys): its old keys load without a word.
+        wrote the old keys): its old keys load without a word, and a setting it lacks
+        (:data:`ADDED_SETTINGS`) takes the value the code that wrote it ran with.
 
     Returns:
       The validated, frozen :class:`Config`.
@@ -189,9 +195,16 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     if path is not None:
         path = Path(path)
         given = [(key.split("."), value) for key, value in _flatten(_parse_file(path)).items()]
+        keys = set()
         for keypath, value in _moved(given, str(path), quiet=run_file):
             _merge(tree, keypath, value, str(path))
             origins[".".join(keypath)] = str(path)
+            keys.add(".".join(keypath))
+        if run_file:  # written before a setting existed: the run goes on as the code that wrote it ran
+            for key, value in ADDED_SETTINGS.items():
+                if key not in keys:
+                    _merge(tree, key.split("."), value, str(path))
+                    origins[key] = str(path)
     for keypath, value in _moved([kv for text in overrides for kv in _override(text)], "--set"):
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"

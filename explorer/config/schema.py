@@ -344,6 +344,10 @@ class NoveltyConfig(_Section):
     place_history: int = Field(2000, gt=0, description="new_place: recent nearest-place distances the quantile is taken over, agent steps")
     knn: int = Field(3, gt=0, description="neighbours averaged by the episodic kNN distance")
     exclude_recent: int = Field(25, ge=0, description="newest embeddings of the episode the kNN ignores, agent steps")
+    heading_window: float = Field(0.0, ge=0, le=180, description="episodic: compare only frames faced within this many "
+                                  "degrees; 0: all (docs/config.md#novelty)")
+    turn_rate: float = Field(0.0, ge=0, le=3600, description="degrees turned per step at full camera x; 0: the "
+                             "game's (docs/config.md#novelty)")
     episode_capacity: int = Field(1024, gt=1, description="embeddings kept per episode, agent steps (older are overwritten)")
     pixel_window: int = Field(8, gt=0, description="recent frames the pixel signal compares against")
     oracle_cell: float = Field(64.0, gt=0, description="oracle: side of a map cell, map units (64: the coverage figures' cells)")

@@ -76,7 +76,8 @@ SHAPING_SETTINGS = ("pad.buttons", "observation.width", "observation.height", "o
                     "learner.networks.filters", "learner.networks.shared_encoder", "learner.networks.context",
                     "learner.networks.view_strips", "learner.schedule.replay_mb",
                     "novelty.signal", "novelty.embedding", "novelty.embed_dim", "novelty.histogram_bins",
-                    "novelty.lifelong", "novelty.episode_capacity", "novelty.pixel_window")
+                    "novelty.lifelong", "novelty.episode_capacity", "novelty.pixel_window",
+                    "novelty.heading_window")
 
 
 def settings_differences(run_config: Path, config: Config) -> str | None:
@@ -164,10 +165,21 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     return ActingAgent(actor, adder, novelty, context)
 
 
+def turn_rate(config: Config) -> float:
+    """Degrees the view turns per agent step at full camera x, for the episodic novelty's heading
+    window: ``novelty.turn_rate``, else the built-in game's (``game.turn_scale`` x ``game.frame_skip``;
+    the synthetic game turns as it does), else 0 (a Gymnasium game's actions do not turn a view)."""
+    if config.novelty.turn_rate > 0:
+        return config.novelty.turn_rate
+    if config.game.name == "gym":
+        return 0.0
+    return config.game.turn_scale * config.game.frame_skip
+
+
 def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> tuple[Novelty, Context]:
     """The novelty signal and the context of an actor, for actions of ``pad.buttons``' layout."""
     dim = action_dim(config.pad.buttons)
-    novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim)
+    novelty = make_novelty(config.novelty, frame_shape, config.observation.stack, dim, turn_rate(config))
     lc = config.learner
     proposal = None
     if lc.actions.residual:  # drawn as sticky_prior draws, held option_steps decisions; its own seed in each worker
