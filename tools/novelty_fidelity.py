@@ -20,7 +20,10 @@ is better; 1 would be position novelty itself.
 
     python tools/novelty_fidelity.py --steps 5250
     python tools/novelty_fidelity.py --set observation.grayscale=false \\
-        --signals episodic:embedding=histogram episodic:embedding=random pixel
+        --signals episodic episodic:heading_window=30,knn=1,norm_decay=0.9999 pixel
+
+A signal's heading window (``novelty.heading_window``) turns with the camera x
+of the random play, at the game's own turn rate (``novelty.turn_rate``).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-DEFAULT_SIGNALS = ["episodic", "episodic:embedding=random", "episodic:embedding=pooled",
-                   "episodic:embedding=histogram", "rnd", "forward", "pixel"]
+DEFAULT_SIGNALS = ["episodic", "episodic:heading_window=30,knn=1,norm_decay=0.9999", "episodic:embedding=random",
+                   "episodic:embedding=pooled", "rnd", "forward", "pixel"]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
