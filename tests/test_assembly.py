@@ -110,7 +110,8 @@ def test_the_coverage_figures_leave_the_unfinished_episode_out_of_the_means():
     cov.episode_steps = 2
     assert finish_episode(cov) == 1 and finish_episode(cov) == 0
     figures = coverage_summary(cov, ("cells_in_unfinished_episode", 1), budget=10)
-    assert figures == {"cells_per_episode": [3], "episode_lengths": [5], "cells_in_unfinished_episode": 1,
+    assert figures == {"cells_per_episode": [3], "episode_lengths": [5], "episode_outcomes": [None],
+                       "cells_in_unfinished_episode": 1,
                        "episode_budget": 10, "cells_per_budget": 6.0,  # 3 cells in 5 steps of a 10-step budget
                        "distinct_cells": 3, "cells": cov.label, "distinct_rooms": None}
-    assert math.isnan(coverage_summary(cov, ("cells_in_unfinished_episodes", 0), 10, episodes=([], []))["cells_per_budget"])
+    assert math.isnan(coverage_summary(cov, ("cells_in_unfinished_episodes", 0), 10, episodes=([], [], []))["cells_per_budget"])

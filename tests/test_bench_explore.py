@@ -34,6 +34,28 @@ def test_reaching_the_goal_early_is_not_punished_by_the_coverage_figure(bench):
     assert (f["early"], f["early_share"], f["early_total"], f["episodes"]) == (1, pytest.approx(1 / 3), 1, 3)
 
 
+def test_dying_early_is_not_rewarded_by_the_coverage_figure(bench):
+    # a 1050-step budget: a full episode of 100 cells, then one that died after 210 steps with 40 cells
+    f = bench.episode_figures(ends=[1050, 1260], cells=[100, 40], budget=1050, outcomes=["timeout", "death"])
+    assert f["cells_per_budget"] == pytest.approx(70.0)  # the death counts as a whole episode of 40 cells
+    rate = bench.episode_figures(ends=[1050, 1260], cells=[100, 40], budget=1050, outcomes=["timeout", "goal"])
+    assert rate["cells_per_budget"] == pytest.approx(140 / 1260 * 1050)  # a goal counts with its own steps
+    assert bench.episode_figures([1050, 1260], [100, 40], budget=1050)["cells_per_budget"] == rate["cells_per_budget"]
+
+
+def test_the_coverage_figure_reads_each_episodes_outcome():
+    from explorer.run.coverage import Coverage, cells_per_budget
+    cov = Coverage(64.0)
+    for steps, outcome in ((10, "timeout"), (2, "death"), (4, "goal")):
+        cov.add(steps * 64.0, 0.0)
+        cov.episode_steps = steps
+        cov.end_episode(outcome)
+    assert cov.outcomes == ["timeout", "death", "goal"]
+    assert cov.figure(10) == pytest.approx(3 / (10 + 10 + 4) * 10)  # the death counts 10 steps, the goal 4
+    with pytest.raises(ValueError, match="outcomes"):
+        cells_per_budget([1, 2], [3, 4], 10, outcomes=["death"])
+
+
 def test_full_episodes_give_the_plain_mean_and_only_the_last_20_count(bench):
     ends = [50 * (i + 1) for i in range(25)]
     cells = list(range(25))

@@ -26,6 +26,8 @@ switches as the maps made them). It reports per map and averaged over the maps:
   picks up the vest) counts with the steps it had, so reaching the goal neither
   lowers the figure (a plain mean would: the episode was cut short) nor
   inflates it (a short episode weighs by its length, not as one whole episode);
+  an episode that ends in death (E1M3's nukage) counts as a whole episode, so
+  dying sooner does not score higher;
 - distinct cells over the whole run;
 - on my_way_home, the share of the last 20 episodes that reached the vest. An
   episode there ends before its budget only when the vest is picked up (no
@@ -154,7 +156,8 @@ class OriginalAgent:
         return {}
 
 
-def episode_figures(ends: list[int], cells: list[int], budget: int, start: int = 0, last: int = LAST) -> dict:
+def episode_figures(ends: list[int], cells: list[int], budget: int, start: int = 0, last: int = LAST,
+                    outcomes: list[str | None] | None = None) -> dict:
     """Per-budget coverage and goal share of a run's finished episodes.
 
     Args:
@@ -163,6 +166,8 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
       budget: the run's episode budget (``summary.json``'s ``episode_budget``: ``game.episode_steps``).
       start: the step the run started at (0 unless resumed).
       last: how many of the newest episodes the figures cover.
+      outcomes: how each of those episodes ended (``metrics.jsonl``'s ``outcome``): a death counts as a
+        whole episode in ``cells_per_budget``.
 
     Returns:
       ``cells_per_budget``: :func:`~explorer.run.coverage.cells_per_budget` of the last ``last``
@@ -174,7 +179,7 @@ def episode_figures(ends: list[int], cells: list[int], budget: int, start: int =
     recent_len, recent_cells = lengths[-last:], np.asarray(cells[-last:], np.float64)
     early = recent_len < budget
     n = len(recent_len)
-    return {"cells_per_budget": cells_per_budget(cells, lengths.tolist(), budget, last),
+    return {"cells_per_budget": cells_per_budget(cells, lengths.tolist(), budget, last, outcomes or ()),
             "cells_mean": float(recent_cells.mean()) if n else float("nan"),
             "early": int(early.sum()), "early_share": float(early.mean()) if n else float("nan"),
             "early_total": int((lengths < budget).sum()), "episodes": len(lengths),
@@ -311,7 +316,8 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     per_episode = summary["cells_per_episode"]
     seconds = summary["seconds"]
     figures = episode_figures([r["step"] for r in episodes], [r["cells"] for r in episodes],
-                              summary["episode_budget"], start=summary["resumed_at"])
+                              summary["episode_budget"], start=summary["resumed_at"],
+                              outcomes=[r.get("outcome") for r in episodes])
     result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
               "overrides": _recorded_overrides(agent_name, overrides),
               "episode_steps": config.game.episode_steps, "episode_budget": summary["episode_budget"],

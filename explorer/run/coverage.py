@@ -31,16 +31,23 @@ MAP_CELLS = "map cells"
 LAST = 20
 #: the name of the run's coverage figure (:func:`cells_per_budget`), wherever it is shown
 FIGURE = f"cells per episode budget (last {LAST})"
+#: an episode's outcome when the player died (the built-in game's ``outcome``): it counts as a whole episode
+DEATH = "death"
 
 
-def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, last: int = LAST) -> float:
+def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, last: int = LAST,
+                     outcomes: Sequence[str | None] = ()) -> float:
     """A run's coverage figure: cells per episode budget over the last ``last`` finished episodes, their
-    cells summed / their agent steps summed x ``budget`` (NaN before any episode ended).
+    cells summed / their agent steps summed x ``budget`` (NaN before any episode ended), where an
+    episode that ended in death counts with the whole budget.
 
     When every episode runs its whole budget this is the plain mean of cells per episode. An episode the
-    game ends sooner (my_way_home's vest, a death, a Gymnasium game's own end) counts with the steps it
+    game ends sooner at a goal (my_way_home's vest, a Gymnasium game's own end) counts with the steps it
     had: reaching a goal early neither lowers the figure (a plain mean would: the episode was cut short)
-    nor inflates it (a short episode weighs by its length, not as one whole episode).
+    nor inflates it (a short episode weighs by its length, not as one whole episode). A death ends the
+    episode's exploration, so it counts as a whole episode: counted with its own steps it would credit
+    the cells the agent would have found at its rate had it lived, and an agent that dies sooner would
+    score higher.
 
     Args:
       cells: distinct cells of each finished episode, in the order they ended.
@@ -48,15 +55,24 @@ def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, 
       budget: the agent steps an episode of the game may last (the env's ``episode_budget``:
         ``game.episode_steps``, or a Gymnasium game's own time limit where that is shorter).
       last: how many of the newest episodes count.
+      outcomes: how each of those episodes ended (the env's ``outcome``: ``"death"``, ``"goal"``, ...), or
+        empty when the game does not say.
 
     Raises:
-      ValueError: ``cells`` and ``lengths`` differ in length, or ``budget`` is not positive.
+      ValueError: ``cells``, ``lengths`` and a non-empty ``outcomes`` differ in length, or ``budget`` is not
+        positive.
     """
     if len(cells) != len(lengths):
         raise ValueError(f"{len(cells)} episodes' cells but {len(lengths)} episodes' lengths")
+    if len(outcomes) and len(outcomes) != len(cells):
+        raise ValueError(f"{len(cells)} episodes' cells but {len(outcomes)} episodes' outcomes")
     if budget <= 0:
         raise ValueError(f"an episode budget of {budget} steps: it must be positive")
-    steps = int(np.sum(np.asarray(lengths[-last:], np.int64)))
+    counted = np.asarray(lengths[-last:], np.int64)
+    if len(outcomes):
+        died = np.asarray([o == DEATH for o in outcomes[-last:]], bool)
+        counted = np.where(died, np.maximum(counted, budget), counted)
+    steps = int(np.sum(counted))
     if not len(cells) or steps <= 0:  # no episode ended (or, from a file, none with steps): no figure
         return float("nan")
     return float(np.sum(np.asarray(cells[-last:], np.float64)) / steps * budget)
@@ -87,6 +103,7 @@ class Coverage:
         self.all_cells: set[Hashable] = set()
         self.per_episode: list[int] = []  # distinct cells of each finished episode
         self.lengths: list[int] = []  # agent steps of each finished episode
+        self.outcomes: list[str | None] = []  # how each finished episode ended (None: the game did not say)
         self.episode_steps = 0  # agent steps of the episode under way (counted by whoever feeds the coverage)
         self.path: list[tuple[float, float]] = []  # every position, in order
         self.path_episode: list[int] = []
@@ -164,19 +181,21 @@ class Coverage:
         xy[:, 0] += rooms * layout.room_stride() * self.cell
         return xy
 
-    def end_episode(self) -> int:
-        """The episode under way ends: its cells and :attr:`episode_steps` join :attr:`per_episode` and
-        :attr:`lengths`; returns its cells."""
+    def end_episode(self, outcome: str | None = None) -> int:
+        """The episode under way ends (how: ``outcome``, None when the game does not say): its cells,
+        :attr:`episode_steps` and outcome join :attr:`per_episode`, :attr:`lengths` and :attr:`outcomes`;
+        returns its cells."""
         n = len(self.episode_cells)
         self.per_episode.append(n)
         self.lengths.append(self.episode_steps)
+        self.outcomes.append(outcome)
         self.episode_cells = set()
         self.episode_steps = 0
         return n
 
     def figure(self, budget: int) -> float:
         """:func:`cells_per_budget` of the finished episodes."""
-        return cells_per_budget(self.per_episode, self.lengths, budget)
+        return cells_per_budget(self.per_episode, self.lengths, budget, outcomes=self.outcomes)
 
 
 def finish_episode(coverage: Coverage) -> int:
@@ -187,11 +206,12 @@ def finish_episode(coverage: Coverage) -> int:
     cells = coverage.end_episode()
     coverage.per_episode.pop()
     coverage.lengths.pop()
+    coverage.outcomes.pop()
     return cells
 
 
 def coverage_summary(coverage: Coverage, unfinished: tuple[str, int], budget: int,
-                     episodes: tuple[list[int], list[int]] | None = None) -> dict[str, Any]:
+                     episodes: tuple[list[int], list[int], list[str | None]] | None = None) -> dict[str, Any]:
     """A run summary's coverage figures: cells and agent steps of each finished episode (``episodes``, by
     default ``coverage``'s), then the ``unfinished`` episodes' cells under their key, the episode
     budget and the run's figure over the last 20 episodes (:func:`cells_per_budget`, NaN before any),
@@ -201,11 +221,13 @@ def coverage_summary(coverage: Coverage, unfinished: tuple[str, int], budget: in
       coverage: what the run visited (all its workers' :meth:`Coverage.union`, for many).
       unfinished: ``(key, cells)`` of the episodes under way when the run ended (:func:`finish_episode`).
       budget: the agent steps an episode of the game may last (the env's ``episode_budget``).
-      episodes: ``(cells, lengths)`` of each finished episode, in the order they ended.
+      episodes: ``(cells, lengths, outcomes)`` of each finished episode, in the order they ended.
     """
-    cells_per, lengths = (coverage.per_episode, coverage.lengths) if episodes is None else episodes
+    cells_per, lengths, outcomes = ((coverage.per_episode, coverage.lengths, coverage.outcomes)
+                                    if episodes is None else episodes)
     key, cells = unfinished
-    return {"cells_per_episode": cells_per, "episode_lengths": lengths, key: cells, "episode_budget": budget,
-            "cells_per_budget": cells_per_budget(cells_per, lengths, budget),
+    return {"cells_per_episode": cells_per, "episode_lengths": lengths, "episode_outcomes": outcomes, key: cells,
+            "episode_budget": budget,
+            "cells_per_budget": cells_per_budget(cells_per, lengths, budget, outcomes=outcomes),
             "distinct_cells": len(coverage.all_cells), "cells": coverage.label,
             "distinct_rooms": len(coverage.rooms()) or None}

@@ -432,6 +432,7 @@ class Coordinator:
         self._episodes_total = 0
         self.episode_cells: list[int] = []  # cells of each finished episode, every worker's, in the order they ended
         self.episode_lengths: list[int] = []  # agent steps of each of those episodes
+        self.episode_outcomes: list[str | None] = []  # and how each ended
         self.episode_budget = config.game.episode_steps  # the steps an episode may last, as the workers' games say
         self.bar = progress_bar(config.run.steps, progress, initial=self.start)
 
@@ -567,16 +568,18 @@ class Coordinator:
             if i in ends:
                 cov.episode_steps += ends[i] - counted
                 counted = ends[i]
-                cells = cov.end_episode()
+                outcome = report.outcomes[report.ends.index(i)]
+                cells = cov.end_episode(outcome)
                 self.episode_cells.append(cells)
                 self.episode_lengths.append(cov.lengths[-1])
+                self.episode_outcomes.append(outcome)
                 slot.episodes += 1
                 self._episodes_total += 1
-                outcome = report.outcomes[report.ends.index(i)]
                 kind = {} if cov.label == MAP_CELLS else {"cells_are": cov.label}  # a game without positions says so
                 self.run.log({"step": self.run_steps, "worker": slot.index, "episode": slot.episodes, "cells": cells,
                               **kind, "outcome": outcome})
-                figure = cells_per_budget(self.episode_cells, self.episode_lengths, self.episode_budget)
+                figure = cells_per_budget(self.episode_cells, self.episode_lengths, self.episode_budget,
+                                          outcomes=self.episode_outcomes)
                 self.run.scalars(self.run_steps, {"coverage/cells_per_episode": cells,
                                                   f"coverage/worker_{slot.index}/cells_per_episode": cells,
                                                   "coverage/cells_per_budget": figure})
@@ -816,7 +819,7 @@ def _summary(config: Config, run: RunDir, c: Coordinator, final: dict[str, Any],
         "run_dir": str(run.path), "steps": steps, "resumed_at": c.start, "episodes": sum(s.episodes for s in c.slots),
         "seconds": round(seconds, 2), "steps_per_s": steps / seconds if seconds > 0 else 0.0,
         **coverage_summary(union, ("cells_in_unfinished_episodes", partials), c.episode_budget,
-                           episodes=(c.episode_cells, c.episode_lengths)),
+                           episodes=(c.episode_cells, c.episode_lengths, c.episode_outcomes)),
         "trajectory_png": str(picture) if picture is not None else None,
         "loop": {"steps": steps, "stopped_by": c.stopped_by}, "stopped_by": c.stopped_by,
         "session": None, "checkpoint": final.get("checkpoint"),

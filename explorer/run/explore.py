@@ -82,7 +82,7 @@ def _explore(a: Assembly, run: RunDir, progress: bool, run_path: str | Path | No
         driver = Driver(env, actor, a.controls)
         done = a.count_steps(driver)
         lockstep = _train(a, driver, agent, done) if agent is not None else None
-        coverage = Coverage(lambda s: s.info["position"], cell=env.cell)
+        coverage = Coverage(lambda s: s.info["position"], cell=env.cell, outcome=lambda: env.outcome)
         coverage.attach(driver)
         budget = env.episode_budget
         MetricsLog(run, config.run.log_every, done, coverage, episode_info=lambda: {"outcome": env.outcome},

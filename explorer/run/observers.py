@@ -50,10 +50,13 @@ class Coverage:
         and optionally ``room`` and ``z``; or a frame cell (``key``, bytes) from a game without positions.
       every: add a position every this many steps (1: every step).
       cell: the cell size, in the position's units.
+      outcome: how the episode that just ended ended (the env's ``outcome``), for the coverage figure.
     """
 
-    def __init__(self, where: Callable[[Step], Any], every: int = 1, cell: float = 64.0):
+    def __init__(self, where: Callable[[Step], Any], every: int = 1, cell: float = 64.0,
+                 outcome: Callable[[], str | None] | None = None):
         self.where = where
+        self.outcome = outcome
         self.every = every
         self.visited = CellCoverage(cell)  # the cells and path visited, per episode and over the run
 
@@ -71,7 +74,7 @@ class Coverage:
             self._add(t.next_step)
 
     def _end_episode(self, episodes: int) -> None:
-        self.visited.end_episode()
+        self.visited.end_episode(self.outcome() if self.outcome is not None else None)
 
 
 class MetricsLog:
