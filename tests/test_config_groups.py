@@ -300,6 +300,7 @@ def test_a_run_file_older_than_a_setting_runs_as_the_code_that_wrote_it(tmp_path
     older.write_text("\n".join(line for line in run.read_text().splitlines()
                                if not line.startswith(("heading_window", "turn_rate"))) + "\n")
     assert load(older, [], run_file=True).novelty.heading_window == 12.0
+    assert missing_keys(older)["novelty.heading_window"] == 12.0  # what resume's "predates" line says it takes
     assert load(older, [], run_file=True).novelty.turn_rate == loader.ADDED_SETTINGS["novelty.turn_rate"]
     assert load(older).novelty.heading_window == Config().novelty.heading_window  # a user's file: today's default
     assert load(run, [], run_file=True).novelty.heading_window == 45.0  # a run that wrote the key keeps its value

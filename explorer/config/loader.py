@@ -334,11 +334,12 @@ def _origins_of(text: str, origins: dict[str, str]) -> str:
 
 
 def missing_keys(path: str | Path) -> dict[str, Any]:
-    """Settings a TOML file does not set (written by an older version, say), with their defaults; a setting
-    the file gives under its old key (:data:`MOVED_KEYS`) is set."""
+    """Settings a run's TOML file does not set (written by an older version, say), with the values
+    ``load(path, run_file=True)`` gives them: today's defaults, or for :data:`ADDED_SETTINGS` the value the
+    older code ran with; a setting the file gives under its old key (:data:`MOVED_KEYS`) is set."""
     flat = [(key.split("."), value) for key, value in _flatten(_parse_file(Path(path))).items()]
     given = {".".join(keypath) for keypath, _ in _moved(flat, str(path), quiet=True)}
-    return {k: v for k, v in _flatten(Config().to_dict()).items() if k not in given}
+    return {k: ADDED_SETTINGS.get(k, v) for k, v in _flatten(Config().to_dict()).items() if k not in given}
 
 
 def _known_keys(section: str) -> list[str]:

@@ -67,7 +67,8 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
     run_config = Path(run_dir) / "config.toml"
     newer = config_mod.missing_keys(run_config)
     if newer:
-        print(f"explorer: {run_config} predates settings it does not set, which take today's defaults: "
+        print(f"explorer: {run_config} predates settings it does not set, which take today's defaults or, where "
+              "those changed what a run does, what its code ran with: "
               + ", ".join(f"{k} = {v}" for k, v in newer.items())
               + "; to resume with other values, pass them with --set", file=sys.stderr)
     config = trained
