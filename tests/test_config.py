@@ -444,3 +444,108 @@ def test_the_largest_run_seed_derives_seeds_in_range():
     config = load(None, ["run.seed=4294967295"])
     assert config.seeds() == {"run.seed": 4294967295, "game.seed": 4294967295, "learner.seed": 4294967295,
                               "novelty.seed": 0}  # run.seed + 1, wrapped to 32 bits
+
+
+GYM = ["game.name=gym", 'game.id="MiniGrid-Empty-5x5-v0"']
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["novelty.signal=rnd"], 'needs novelty.signal = "episodic" (only the episodic memory compares frames by heading), '
+                             "but novelty.signal = rnd: set novelty.signal = episodic, or novelty.heading_window = 0"),
+    (["novelty.signal=pixel"], 'needs novelty.signal = "episodic" (only the episodic memory compares frames by heading), '
+                               "but novelty.signal = pixel: set"),
+    (GYM, "needs a turn rate on game.name = gym (its actions turn no view by a known angle): set novelty.turn_rate to "
+          "the degrees the view turns per step at full camera x, or novelty.heading_window = 0"),
+    (["game.realtime=true"], "needs a turn rate on game.realtime = true (a step is a tick of control.hz, not "
+                             "game.frame_skip tics: the view turns about game.turn_scale x 35 tics/s / control.hz = "
+                             "11.7 degrees in one): set novelty.turn_rate to the degrees"),
+])
+def test_a_heading_window_that_cannot_work_is_refused_at_load(sets, says):
+    # it was a silent no-op (another signal, a Gymnasium game) or turned at the headless game's rate (real time)
+    with pytest.raises(ConfigError) as err:
+        load(None, ["novelty.heading_window=30", *sets])
+    assert str(err.value).startswith(f"invalid configuration: novelty.heading_window = 30 {says}")
+    assert "\n" not in str(err.value)
+
+
+def test_a_heading_window_with_a_turn_rate_loads():
+    assert load(None, ["novelty.heading_window=30"]).novelty.heading_window == 30  # the built-in game's 40 degrees
+    assert cfg.turn_rate(load(None, ["novelty.heading_window=30", "game.name=synthetic"])) == 40.0  # turns as it does
+    for sets in (GYM, ["game.realtime=true"]):
+        assert cfg.turn_rate(load(None, ["novelty.heading_window=30", "novelty.turn_rate=12", *sets])) == 12.0
+    assert load(None, ["novelty.signal=rnd"]).novelty.heading_window == 0  # the default bothers no signal
+
+
+def test_a_live_game_needs_its_own_turn_rate():
+    from explorer.config.schema import check_live_turn_rate
+    with pytest.raises(ConfigError, match=r"^novelty.heading_window = 30 needs a turn rate on a live game \(not the "
+                       r"headless built-in game's game.turn_scale x game.frame_skip = 40 degrees a step\): set "
+                       r"novelty.turn_rate to the degrees the view turns per step at full camera x, or "
+                       r"novelty.heading_window = 0$"):
+        check_live_turn_rate(load(None, ["novelty.heading_window=30"]))
+    check_live_turn_rate(load(None, ["novelty.heading_window=30", "novelty.turn_rate=6"]))  # measured: plays
+    check_live_turn_rate(load(None, []))  # no window, nothing to check
+
+
+def test_play_refuses_a_heading_window_without_the_live_games_turn_rate_before_it_captures(monkeypatch):
+    from explorer.envs.live import capture
+    from explorer.run.play import play
+
+    def no_capture(*args, **kwargs):
+        raise AssertionError("play went on to capture the screen")
+
+    monkeypatch.setattr(capture, "make_screen", no_capture)
+    with pytest.raises(ConfigError, match=r"^novelty.heading_window = 30 needs a turn rate on a live game"):
+        play(load(None, ["novelty.heading_window=30"]), dry_run=True)
+
+
+def _meta(source, *sets):
+    return {"source": source, "config": load(None, list(sets)).to_dict()}
+
+
+def test_recorded_sessions_say_their_games_turn_rate_or_a_heading_window_is_refused():
+    from explorer.config.schema import check_recorded_turn_rate, recorded_turn_rate
+    window = load(None, ["novelty.heading_window=30"])
+    assert recorded_turn_rate(_meta("game")) == 40.0  # the headless built-in game, from the config it kept
+    assert recorded_turn_rate(_meta("game", "game.frame_skip=2")) == 20.0
+    assert recorded_turn_rate(_meta("screen", "novelty.turn_rate=12")) == 12.0  # measured by whoever recorded it
+    for unknown in (_meta("screen"), _meta("game", *GYM), _meta("game", "game.realtime=true"), {"source": "game"},
+                    {"source": "game", "config": "not a table"}, {"source": "game", "config": {"game": {"turn_scale": "x"}}}):
+        assert recorded_turn_rate(unknown) == 0.0  # a screen, a Gymnasium or real-time game, a foreign session
+    check_recorded_turn_rate(window, {"a": _meta("game"), "b": _meta("game")})  # the settings' 40: as they ran
+    with pytest.raises(ConfigError, match=r"^novelty.heading_window = 30 needs a turn rate on the game s recorded "
+                       r"\(the session does not say one: a screen, or a Gymnasium or real-time game\): set "
+                       r"novelty.turn_rate to the degrees the view turns per step at full camera x, or "
+                       r"novelty.heading_window = 0$"):
+        check_recorded_turn_rate(window, {"a": _meta("game"), "s": _meta("screen")})
+    with pytest.raises(ConfigError, match=r"^novelty.heading_window = 30 would turn the heading 40 degrees a step "
+                       r"\(game.turn_scale x game.frame_skip\), but the recorded game turned 20 in a, b: set "
+                       r"novelty.turn_rate = 20, or novelty.heading_window = 0$"):
+        check_recorded_turn_rate(window, {"a": _meta("game", "game.frame_skip=2"), "b": _meta("game", "game.frame_skip=2")})
+    with pytest.raises(ConfigError, match=r"turned 20 in b; 12 in c: replay sessions of one turn rate together and set "
+                       r"novelty.turn_rate to it, or novelty.heading_window = 0$"):
+        check_recorded_turn_rate(window, {"a": _meta("game"), "b": _meta("game", "game.frame_skip=2"),
+                                          "c": _meta("screen", "novelty.turn_rate=12")})
+    check_recorded_turn_rate(load(None, ["novelty.heading_window=30", "novelty.turn_rate=9"]), {"s": _meta("screen")})
+    check_recorded_turn_rate(load(None, []), {"s": _meta("screen")})
+
+
+def test_replay_refuses_a_heading_window_on_a_screen_session_in_one_line(tmp_path, capsys):
+    import numpy as np
+
+    from explorer import cli
+    from explorer.envs.sessions.writer import Recorder
+
+    with Recorder(tmp_path / "screen", {"source": "screen", "config": load(None, []).to_dict()}, chunk_frames=4,
+                  block_s=None, buttons=("a",)) as rec:
+        for i in range(8):
+            rec.add(np.full((16, 16, 3), i, np.uint8), np.zeros(5, np.float32), 0.0, first=i == 0, last=i == 7)
+    assert cli.main(["replay", str(tmp_path / "screen"), "--out", str(tmp_path / "runs"), "--no-progress",
+                     "--set", "novelty.heading_window=30", "--set", "learner.schedule.replay_mb=2",
+                     "--set", "learner.schedule.warmup_steps=0", "--set", "learner.schedule.batch_size=1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"explorer: novelty.heading_window = 30 needs a turn rate on the game {tmp_path / 'screen'} "
+                   f"recorded (the session does not say one: a screen, or a Gymnasium or real-time game): set "
+                   f"novelty.turn_rate to the degrees the view turns per step at full camera x, or "
+                   f"novelty.heading_window = 0\n")
+    assert not list((tmp_path / "runs").glob("*"))  # refused before a run directory was kept

@@ -46,6 +46,8 @@ from explorer.config.schema import (
     RingConfig,
     RunConfig,
     ScheduleConfig,
+    check_live_turn_rate,
+    check_recorded_turn_rate,
     check_replay,
     config_problems,
     conv_layers_fitting,
@@ -56,6 +58,7 @@ from explorer.config.schema import (
     replay_problems,
     replay_slots,
     replay_warnings,
+    turn_rate,
     worker_problems,
 )
 
@@ -64,8 +67,8 @@ __all__ = [
     "MAP_NAME", "MAX_SEED", "MOVED_KEYS", "NOVELTY_CNN_LAYERS", "ActionsConfig", "CaptureConfig", "Config",
     "ConfigError", "ControlConfig", "GameConfig", "LearnerConfig", "LiveConfig", "NetworksConfig", "NoveltyConfig",
     "ObservationConfig", "PadButton", "PadConfig", "RecordConfig", "RingConfig", "RunConfig", "ScheduleConfig",
-    "capture_overrides", "check_replay", "config_problems", "conv_layers_fitting", "dump",
-    "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load", "missing_keys", "quote",
-    "read_config_text", "render_toml", "replay_problems", "replay_slots", "replay_warnings", "toml_literal",
-    "tomllib", "worker_problems",
+    "capture_overrides", "check_live_turn_rate", "check_recorded_turn_rate", "check_replay", "config_problems",
+    "conv_layers_fitting", "dump", "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load",
+    "missing_keys", "quote", "read_config_text", "render_toml", "replay_problems", "replay_slots",
+    "replay_warnings", "toml_literal", "tomllib", "turn_rate", "worker_problems",
 ]

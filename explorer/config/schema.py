@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -675,12 +676,118 @@ def config_problems(config: Config) -> list[str]:
                         f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
                         f"novelty.signal = episodic, learner.actions.plan_score = critic, or "
                         f"learner.actions.plan_candidates = 0")
+    problems += heading_problems(config)
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
         problems.append(f"novelty.exclude_recent = {novelty.exclude_recent} ignores all novelty.episode_capacity = "
                         f"{novelty.episode_capacity} embeddings an episode keeps, so every step would earn the same "
                         f"reward: make novelty.exclude_recent smaller than novelty.episode_capacity")
     return problems
+
+
+#: tics per second of ViZDoom's engine in real time (``game.realtime``)
+ENGINE_TICS_PER_S = 35
+
+
+def turn_rate(config: Config) -> float:
+    """Degrees the view turns per agent step at full camera x, for the episodic novelty's heading
+    window: ``novelty.turn_rate``, else the headless built-in game's (``game.turn_scale`` x ``game.frame_skip``;
+    the synthetic game turns as it does), else 0 (a Gymnasium game's actions do not turn a view)."""
+    if config.novelty.turn_rate > 0:
+        return config.novelty.turn_rate
+    if config.game.name == "gym":
+        return 0.0
+    return config.game.turn_scale * config.game.frame_skip
+
+
+def realtime_turn_rate(config: Config) -> float:
+    """Degrees the built-in game in real time turns per live tick at full camera x, about: ``game.turn_scale``
+    per engine tic, :data:`ENGINE_TICS_PER_S` tics a second, ``control.hz`` ticks a second."""
+    return config.game.turn_scale * ENGINE_TICS_PER_S / config.control.hz
+
+
+def heading_problem(novelty: NoveltyConfig, game: str) -> str:
+    """The refusal of ``novelty.heading_window`` without ``novelty.turn_rate`` on ``game``, a game whose turn
+    rate nothing else gives."""
+    return (f"novelty.heading_window = {novelty.heading_window:g} needs a turn rate on {game}: set "
+            f"novelty.turn_rate to the degrees the view turns per step at full camera x, or "
+            f"novelty.heading_window = 0")
+
+
+def heading_problems(config: Config) -> list[str]:
+    """Where ``novelty.heading_window`` would do nothing, or turn the heading at a rate the game does not turn."""
+    novelty, game = config.novelty, config.game
+    if novelty.heading_window == 0:
+        return []
+    if novelty.signal != "episodic":
+        return [f"novelty.heading_window = {novelty.heading_window:g} needs novelty.signal = \"episodic\" (only the "
+                f"episodic memory compares frames by heading), but novelty.signal = {novelty.signal}: set "
+                f"novelty.signal = episodic, or novelty.heading_window = 0"]
+    if novelty.turn_rate > 0:
+        return []
+    if game.name == "gym":
+        return [heading_problem(novelty, "game.name = gym (its actions turn no view by a known angle)")]
+    if game.realtime and game.name == "vizdoom":
+        return [heading_problem(novelty, f"game.realtime = true (a step is a tick of control.hz, not "
+                                f"game.frame_skip tics: the view turns about game.turn_scale x {ENGINE_TICS_PER_S} "
+                                f"tics/s / control.hz = {realtime_turn_rate(config):.3g} degrees in one)")]
+    return []
+
+
+def check_live_turn_rate(config: Config) -> None:
+    """Raise a one-line :class:`ConfigError` when ``novelty.heading_window`` would turn the heading of a live game
+    (``explorer play``) at the headless built-in game's rate: a live step is a tick of ``control.hz``, and only
+    ``novelty.turn_rate`` says how far the game's view turns in one."""
+    novelty = config.novelty
+    if novelty.heading_window == 0 or novelty.turn_rate > 0:  # a window on another signal is refused at load
+        return
+    raise ConfigError(heading_problem(novelty, f"a live game (not the headless built-in game's game.turn_scale x "
+                                      f"game.frame_skip = {turn_rate(config):g} degrees a step)"))
+
+
+def recorded_turn_rate(meta: Mapping[str, Any]) -> float:
+    """Degrees the view of the game a session recorded turned per step at full camera x, from what its recorder
+    kept (``meta.json``'s ``meta``: ``source``, ``config``): the config's ``novelty.turn_rate``, else with
+    ``source = game`` the headless built-in game's; 0 when it does not say (a screen, a Gymnasium or real-time
+    game, a foreign session)."""
+    settings: Any = meta.get("config")
+    try:
+        novelty, game = settings.get("novelty", {}), settings.get("game", {})
+        rate = float(novelty.get("turn_rate", 0.0))
+        if (not rate > 0 and meta.get("source") == "game" and game.get("name", "vizdoom") != "gym"
+                and game.get("realtime", False) is False):
+            defaults = GameConfig()
+            rate = float(game.get("turn_scale", defaults.turn_scale)) * float(game.get("frame_skip", defaults.frame_skip))
+    except (AttributeError, TypeError, ValueError):  # not a config as explorer writes it
+        return 0.0
+    return rate if math.isfinite(rate) and rate > 0 else 0.0
+
+
+def check_recorded_turn_rate(config: Config, sessions: Mapping[str, Mapping[str, Any]]) -> None:
+    """Raise a one-line :class:`ConfigError` when ``novelty.heading_window`` would turn the heading of recorded
+    sessions (``explorer replay``) at a rate other than their game's: without ``novelty.turn_rate``, each of
+    ``sessions`` (path -> ``meta.json``'s ``meta``) must say its game's (:func:`recorded_turn_rate`), and that
+    must be the settings' (:func:`turn_rate`)."""
+    novelty = config.novelty
+    if novelty.heading_window == 0 or novelty.turn_rate > 0:
+        return
+    rates = {path: recorded_turn_rate(meta) for path, meta in sessions.items()}
+    unknown = [path for path, rate in rates.items() if rate == 0]
+    if unknown:
+        raise ConfigError(heading_problem(novelty, f"the game {', '.join(unknown)} recorded (the session does not "
+                                          f"say one: a screen, or a Gymnasium or real-time game)"))
+    ours = turn_rate(config)
+    other: dict[float, list[str]] = {}
+    for path, rate in rates.items():
+        if not math.isclose(rate, ours):
+            other.setdefault(rate, []).append(path)
+    if other:
+        said = "; ".join(f"{rate:g} in {', '.join(paths)}" for rate, paths in other.items())
+        fix = (f"set novelty.turn_rate = {next(iter(other)):g}" if len(set(rates.values())) == 1
+               else "replay sessions of one turn rate together and set novelty.turn_rate to it")
+        raise ConfigError(f"novelty.heading_window = {novelty.heading_window:g} would turn the heading {ours:g} "
+                          f"degrees a step (game.turn_scale x game.frame_skip), but the recorded game turned "
+                          f"{said}: {fix}, or novelty.heading_window = 0")
 
 
 def worker_problems(config: Config) -> list[str]:

@@ -27,7 +27,7 @@ from explorer.agent.networks import (
 )
 from explorer.agent.novelty import EpisodicNovelty, Novelty, make_novelty
 from explorer.agent.replay import Replay
-from explorer.config import Config
+from explorer.config import Config, turn_rate
 from explorer.core import Actor, ExplorerError, action_dim
 
 
@@ -163,17 +163,6 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
                           tap_gap=config.pad.tap_gap, planner=planner)
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
-
-
-def turn_rate(config: Config) -> float:
-    """Degrees the view turns per agent step at full camera x, for the episodic novelty's heading
-    window: ``novelty.turn_rate``, else the built-in game's (``game.turn_scale`` x ``game.frame_skip``;
-    the synthetic game turns as it does), else 0 (a Gymnasium game's actions do not turn a view)."""
-    if config.novelty.turn_rate > 0:
-        return config.novelty.turn_rate
-    if config.game.name == "gym":
-        return 0.0
-    return config.game.turn_scale * config.game.frame_skip
 
 
 def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> tuple[Novelty, Context]:

@@ -20,7 +20,7 @@ import numpy as np
 from explorer.agent.memory import check_memory
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.threaded import ThreadedLearner
-from explorer.config import Config
+from explorer.config import Config, check_live_turn_rate
 from explorer.core import Actor
 from explorer.envs.live.pad import Pad
 from explorer.envs.live.screen import screen_region
@@ -48,6 +48,8 @@ def play(config: Config, dry_run: bool = False, pad: Pad | None = None, controls
       screen: a screen to capture instead of the configured one (tests).
     """
     check_memory(config)  # the learner's buffers fit in the memory free, before the pad is taken
+    if actor is None:
+        check_live_turn_rate(config)  # the heading window turns at the live game's rate, or is refused
     from explorer.envs.live.capture import make_screen
 
     if resume is not None:  # the trained policy acts with the settings it learned with, or not at all

@@ -26,7 +26,7 @@ from explorer.agent.checkpoint import CheckpointError, latest_checkpoint
 from explorer.agent.memory import check_memory
 from explorer.agent.schedule import UpdateSchedule
 from explorer.agent.trainer import InlineTrainer
-from explorer.config import Config, check_replay
+from explorer.config import Config, check_recorded_turn_rate, check_replay
 from explorer.core import Step, Stopped, action_names
 from explorer.envs.sessions.env import SessionEnv
 from explorer.envs.sessions.format import SessionError
@@ -56,6 +56,11 @@ class _RecordedSteps(RecordedActor):
                                f"(or a non-finite one, {action.tolist()}) in the middle of an episode: the session "
                                "is damaged or mixes steps a person played")
         return action
+
+
+def recorded(sessions: Sequence[Session]) -> dict[str, dict[str, Any]]:
+    """What each session's recorder kept about it (``meta.json``'s ``meta``: ``source``, ``config``), by path."""
+    return {str(s.path): dict(s.info.meta) for s in sessions}
 
 
 def frame_shape(sessions: Sequence[Session]) -> tuple[int, int, int]:
@@ -97,6 +102,7 @@ def replay_train(config: Config, sessions: Sequence[str | Path | Session], run_p
     check_buttons(sessions, config.pad.buttons)
     frames = frame_shape(sessions)
     check_replay(frames, config.observation.stack, config.learner)  # the frames come from the sessions
+    check_recorded_turn_rate(config, recorded(sessions))  # and the heading window's turns from their game
     run_path = Path(run_path)
     run_path.mkdir(parents=True, exist_ok=True)
     # the command seeds once for replay and evaluation; run.threads is explore's and play's
@@ -274,6 +280,7 @@ def evaluate(config: Config, sessions: Sequence[str | Path | Session], checkpoin
     sessions = open_sessions(sessions)
     check_buttons(sessions, config.pad.buttons, fix="the checkpoint's policy holds the buttons of the settings in "
                   "use; evaluate it on sessions recorded with those buttons")
+    check_recorded_turn_rate(config, recorded(sessions))
     find_checkpoint(checkpoint)  # before the agent is built: a wrong path is said at once
     agent = build_agent(config, frame_shape(sessions), deterministic=True)
     restore_checkpoint(agent, Path(checkpoint))
