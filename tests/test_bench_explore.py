@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from explorer.config import load
@@ -173,8 +174,10 @@ def test_a_run_stopped_by_ctrl_c_is_not_kept_as_a_result_and_resume_runs_it_agai
         [(0, 120), (1, 120), (2, 120)]  # two whole 60-step episodes each: seed 1 ran all its steps again
 
 def _result(agent, m, seed, cells, total, overrides=(), steps=100, early=0):
+    from explorer.run.coverage import FIGURE_RULE
     return {"agent": agent, "map": m, "seed": seed, "steps": steps, "cells_per_budget": cells, "total_cells": total,
-            "early": early, "early_share": early / 20, "episodes": 20, "steps_per_s": 10.0, "overrides": list(overrides)}
+            "early": early, "early_share": early / 20, "episodes": 20, "steps_per_s": 10.0, "overrides": list(overrides),
+            "coverage_rule": FIGURE_RULE}
 
 
 def test_report_merges_folders_into_one_table_per_seed_with_ratios(bench, tmp_path):
@@ -416,3 +419,74 @@ def test_report_reads_results_written_before_the_figure_had_one_name(bench, tmp_
     (old / "results.json").write_text(json.dumps(runs))
     assert bench.main(["--report", str(old), "--out", str(tmp_path / "out")]) == 0
     assert "| sticky | my_way_home | 20.0 (80, goal 0/20) | 21.0 (80, goal 0/20) |" in (tmp_path / "out" / "suite.md").read_text()
+
+
+RULE_SAYS = "coverage rule 2 (an episode that ended in death counts as a whole episode budget)"
+
+
+def test_a_result_carries_its_coverage_rule_and_resume_runs_one_counted_before_it_again(bench, tmp_path, capsys):
+    from explorer.run.coverage import FIGURE_RULE
+    assert FIGURE_RULE == 2 and bench.RULE_SAYS == RULE_SAYS
+    common = ["--steps", "130", "--seeds", "0", "1", "--agents", "sticky", "--set", "game.episode_steps=60",
+              "--out", str(tmp_path)]
+    assert bench.main(common) == 0
+    first = json.loads((tmp_path / "results.json").read_text())
+    assert [r["coverage_rule"] for r in first] == [2, 2]
+    older = [r if r["seed"] == 0 else {k: v for k, v in r.items() if k != "coverage_rule"} for r in first]
+    (tmp_path / "results.json").write_text(json.dumps(older))  # seed 1 as a bench before the rule wrote it
+    capsys.readouterr()
+    assert bench.main([*common, "--resume"]) == 0
+    assert (f"resuming: 1 of 2 runs are in {tmp_path / 'results.json'}; running the other 1; 1 run stored there was "
+            f"counted before {RULE_SAYS} and is not kept: it runs again\n") in capsys.readouterr().out
+    after = json.loads((tmp_path / "results.json").read_text())
+    assert [(r["seed"], r["coverage_rule"]) for r in after] == [(0, 2), (1, 2)]  # the old one is not kept aside
+    assert after[0] == first[0] and after[1]["run_dir"] != first[1]["run_dir"]  # seed 1 ran again
+
+
+def _run_dir(path, outcomes, cells, lengths, budget):
+    """A run directory's metrics.jsonl (episode lines, each with its outcome) and summary.json."""
+    path.mkdir(parents=True)
+    ends = np.cumsum(lengths).tolist()
+    lines = [{"step": 5, "novelty": 0.1}] + [
+        {"step": e, "episode": i + 1, "cells": c, **({} if o is ... else {"outcome": o})}
+        for i, (e, c, o) in enumerate(zip(ends, cells, outcomes, strict=True))]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (path / "summary.json").write_text(json.dumps({"episode_budget": budget, "resumed_at": 0}))
+
+
+def test_report_counts_a_result_of_an_older_rule_again_from_its_run_or_refuses_it(bench, tmp_path, capsys):
+    folder = tmp_path / "e1m3"
+    # two 1050-step episodes, the second ended by death after 210 steps: the old rule counted it with its own steps
+    outcomes, cells, lengths = ["timeout", "death"], [100, 40], [1050, 210]
+    _run_dir(folder / "runs" / "explore-7", outcomes, cells, lengths, 1050)
+    old = {**_result("sticky", "E1M3", 0, 140 / 1260 * 1050, 120), "episodes": 2, "episode_lengths": lengths,
+           "per_episode": cells, "run_dir": "elsewhere/runs/explore-7"}  # relative to where the bench ran: found under the folder's runs/
+    del old["coverage_rule"]
+    (folder / "results.json").write_text(json.dumps([old]))
+    capsys.readouterr()
+    assert bench.main(["--report", str(folder), "--out", str(tmp_path / "out")]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert said == (f"bench_explore --report: 1 stored result was counted before {RULE_SAYS}; counted again from its "
+                    f"run's metrics.jsonl: 1 in {folder}")
+    assert "| E1M3 | sticky | 1 | 70.0 |" in (tmp_path / "out" / "suite.md").read_text()  # (100 + 40) / 2100 x 1050
+    assert "coverage_rule" not in json.loads((folder / "results.json").read_text())[0]  # the report changes no result
+
+    def refused(why):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(["--report", str(folder), "--out", str(tmp_path / "out")])
+        assert str(stop.value) == (f"bench_explore --report: {folder}: E1M3 sticky s0 was counted before {RULE_SAYS} "
+                                   f"and cannot be counted again: {why}; run that folder's command again with --resume "
+                                   f"(it runs such results again), or leave the folder out of --report")
+
+    metrics = folder / "runs" / "explore-7" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(line.replace(', "outcome": "death"', "") for line in lines) + "\n")
+    refused(f"{metrics} does not say how each episode ended")  # a run older than the outcomes: deaths unknown
+    metrics.write_text("\n".join(lines[:-1]) + "\n")  # the run lost its last episode line: not the result's
+    refused(f"the episodes of {metrics.parent} are not the result's")
+    metrics.unlink()
+    refused(f"its run's metrics.jsonl is not at elsewhere/runs/explore-7 (nor under {folder / 'runs'})")
+    (folder / "results.json").write_text(json.dumps([{**old, "coverage_rule": "2"}]))
+    with pytest.raises(SystemExit, match=r"run 0 of .*results.json is not a result of bench_explore \(missing or "
+                                         r"wrong: coverage_rule\)"):
+        bench.main(["--report", str(folder), "--out", str(tmp_path / "out")])

@@ -46,12 +46,17 @@ runs share N cores): the figures are those of the same runs one after another
 (each run is seeded whole), and ``steps/s`` is that of a run sharing the machine.
 ``--resume`` keeps the runs of ``--out``'s results.json that the command asks
 for (same agent, map, seed, steps and settings) and runs only the others: a
-suite of hours that was stopped goes on where it was. results.json is rewritten
+suite of hours that was stopped goes on where it was; a run whose figure was
+counted by an older coverage rule (each result's ``coverage_rule``,
+:data:`explorer.run.coverage.FIGURE_RULE`; before rule 2 an episode that ended in
+death counted with its own steps) is not kept but run again. results.json is rewritten
 whole after each run (a full disk leaves the one before). Ctrl-C or SIGTERM stops
 the bench and its ``--jobs`` processes (exit code 130 or 143): a run cut short is not kept as a result. ``--report DIR ...`` runs
 nothing: it merges the results.json of several ``--out`` folders (the baselines
 from one, the learning agent from another) into one table, seed by seed, with
-the learning agents' averages against ``sticky_prior``'s and sticky's.
+the learning agents' averages against ``sticky_prior``'s and sticky's. A result counted by an older
+coverage rule is counted again from its run's metrics.jsonl, which says how each episode ended (one
+line says so), or refused in one line when its run's files cannot give it exactly.
 
     python tools/bench_explore.py --steps 50000 --seeds 0 1 2 --agents uniform sticky original episodic
     python tools/bench_explore.py --agents episodic --set learner.algo=td3 --set novelty.embedding=random
@@ -76,7 +81,7 @@ import numpy as np  # noqa: E402
 from explorer.config import MAX_SEED, ConfigError  # noqa: E402
 from explorer.core import ExplorerError, Terminated, stack_frames  # noqa: E402
 from explorer.files import atomic_write, json_text, remedy  # noqa: E402
-from explorer.run.coverage import FIGURE, LAST, cells_per_budget  # noqa: E402
+from explorer.run.coverage import FIGURE, FIGURE_RULE, LAST, cells_per_budget  # noqa: E402
 
 SIGNALS = ("episodic", "rnd", "forward", "pixel")
 #: every agent ``--agents`` takes
@@ -207,8 +212,12 @@ RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "cells_per_budget": (int, float, type(None)), "total_cells": (int, float), "early": (int,),
     "early_share": (int, float, type(None)), "episodes": (int,), "steps_per_s": (int, float, type(None)),
 }
+#: the fields a result may lack (results.json files written before them), with their JSON types when present
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"coverage_rule": (int,)}
 #: the figures written as ``null`` when they are not numbers (JSON has no NaN), read back as NaN
 NAN_FIELDS = ("cells_per_budget", "cells_mean", "early_share", "steps_per_s")
+#: what :data:`~explorer.run.coverage.FIGURE_RULE` counts, for the messages about results counted otherwise
+RULE_SAYS = f"coverage rule {FIGURE_RULE} (an episode that ended in death counts as a whole episode budget)"
 
 
 def read_results(path: Path, what: str) -> list[dict]:
@@ -236,6 +245,8 @@ def read_results(path: Path, what: str) -> list[dict]:
     for i, r in enumerate(runs):
         bad = [k for k, kinds in RESULT_FIELDS.items()
                if not isinstance(r, dict) or not isinstance(r.get(k, ...), kinds) or isinstance(r.get(k), bool)]
+        bad += [k for k, kinds in OPTIONAL_FIELDS.items() if isinstance(r, dict) and k in r
+                and (not isinstance(r[k], kinds) or isinstance(r[k], bool))]
         if bad:
             raise SystemExit(f"bench_explore: run {i} of {path} is not a result of bench_explore (missing or wrong: "
                              f"{', '.join(bad)}); move the file away and run again, or {what}")
@@ -319,7 +330,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
                               summary["episode_budget"], start=summary["resumed_at"],
                               outcomes=[r.get("outcome") for r in episodes])
     result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
-              "overrides": _recorded_overrides(agent_name, overrides),
+              "overrides": _recorded_overrides(agent_name, overrides), "coverage_rule": FIGURE_RULE,
               "episode_steps": config.game.episode_steps, "episode_budget": summary["episode_budget"],
               "per_episode": per_episode, "curve": curve,
               "total_cells": summary["distinct_cells"], "rooms": summary.get("distinct_rooms"),
@@ -488,9 +499,45 @@ def per_seed_table(results: list[dict], agents: list[str], maps: list[str]) -> s
     return "\n".join(lines) + "\n"
 
 
+def recount(result: dict, folder: Path) -> tuple[dict | None, str]:
+    """``result`` with its episode figures counted again by today's rule (:data:`FIGURE_RULE`) from its run's
+    ``metrics.jsonl`` and ``summary.json``, and ``""``; or None and why that cannot be done exactly.
+
+    The run directory is the one the result names, else the folder of that name under ``folder / "runs"``
+    (where the bench puts its runs; a relative name was relative to the bench's working directory). Every
+    episode line must say how the episode ended (``outcome``), and the episodes must be the result's own.
+    """
+    named = Path(str(result.get("run_dir") or ""))
+    if not named.name:
+        return None, "it names no run directory"
+    run_dir = next((d for d in (named, folder / "runs" / named.name) if (d / "metrics.jsonl").is_file()), None)
+    if run_dir is None:
+        return None, f"its run's metrics.jsonl is not at {named} (nor under {folder / 'runs'})"
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        episodes = [r for r in map(json.loads, lines) if isinstance(r, dict) and "episode" in r]
+        if not all("outcome" in r for r in episodes):
+            return None, f"{run_dir / 'metrics.jsonl'} does not say how each episode ended"
+        cells = [r["cells"] for r in episodes]
+        figures = episode_figures([r["step"] for r in episodes], cells, summary["episode_budget"],
+                                  start=summary["resumed_at"], outcomes=[r["outcome"] for r in episodes])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return None, f"{run_dir}'s summary.json and metrics.jsonl do not read whole ({type(err).__name__}: {err})"
+    if (figures["episodes"] != result["episodes"] or cells != result.get("per_episode", cells)
+            or figures["episode_lengths"] != result.get("episode_lengths", figures["episode_lengths"])):
+        return None, f"the episodes of {run_dir} are not the result's"
+    return {**result, **figures, "coverage_rule": FIGURE_RULE}, ""
+
+
 def report(dirs: list[str], out: Path) -> int:
-    """Merge the results.json of several ``--out`` folders into one suite table (suite.md in ``out``)."""
+    """Merge the results.json of several ``--out`` folders into one suite table (suite.md in ``out``).
+
+    A result counted by an older coverage rule than :data:`FIGURE_RULE` is counted again from its run's files
+    (:func:`recount`, said in one line), or refused in one line when they cannot give it exactly.
+    """
     results: dict[tuple, dict] = {}
+    found_in: dict[tuple, Path] = {}  # the folder each result is taken from
     settings: dict[str, tuple[list[str], Path]] = {}  # agent -> its settings (run.threads aside), where first seen
     for d in dirs:
         path = Path(d) / "results.json"
@@ -500,7 +547,27 @@ def report(dirs: list[str], out: Path) -> int:
             if mine != first:
                 raise SystemExit(f"bench_explore --report: {r['agent']} ran with {mine} in {path} but with {first} in "
                                  f"{where}; report one configuration of an agent at a time")
-            results.setdefault((r["agent"], r["map"], r["seed"]), r)  # the same run twice: the first folder given wins
+            key = (r["agent"], r["map"], r["seed"])
+            if key not in results:  # the same run twice: the first folder given wins
+                results[key], found_in[key] = r, Path(d)
+    recounted: dict[Path, int] = {}
+    for key, r in results.items():
+        if r.get("coverage_rule") == FIGURE_RULE:
+            continue
+        folder = found_in[key]
+        fresh, why = recount(r, folder)
+        if fresh is None:
+            raise SystemExit(f"bench_explore --report: {folder}: {r['map']} {r['agent']} s{r['seed']} was counted "
+                             f"before {RULE_SAYS} and cannot be counted again: {why}; run that folder's command "
+                             f"again with --resume (it runs such results again), or leave the folder out of --report")
+        results[key] = fresh
+        recounted[folder] = recounted.get(folder, 0) + 1
+    if recounted:
+        n = sum(recounted.values())
+        whose = "their runs'" if n > 1 else "its run's"
+        print(f"bench_explore --report: {n} stored result{'s were' if n > 1 else ' was'} counted before {RULE_SAYS}; "
+              f"counted again from {whose} metrics.jsonl: "
+              + ", ".join(f"{k} in {folder}" for folder, k in recounted.items()), flush=True)
     budgets = {(r["map"], r["steps"]) for r in results.values()}
     if len({m for m, _ in budgets}) != len(budgets):
         raise SystemExit(f"bench_explore --report: the folders mix step budgets on a map ({sorted(budgets)}); "
@@ -603,12 +670,19 @@ def _bench(args: argparse.Namespace) -> int:
     results = []
     if args.resume and (out / "results.json").exists():
         previous = read_results(out / "results.json", "run without --resume")
+        # a run asked for whose figure was counted by an older rule is not kept: it runs again
+        stale = [r for r in previous if r.get("coverage_rule") != FIGURE_RULE and any(_done(r, t) for t in tasks)]
+        previous = [r for r in previous if not any(r is k for k in stale)]
         for t in tasks:  # the first earlier run of each task asked for
             results += [r for r in previous if _done(r, t)][:1]
         others = [r for r in previous if not any(r is k for k in results)]  # kept in results.json, not in the table
         tasks_run = [t for t in tasks if not any(_done(r, t) for r in results)]
+        one = len(stale) == 1
+        dropped = (f"; {len(stale)} {'run' if one else 'runs'} stored there {'was' if one else 'were'} counted before "
+                   f"{RULE_SAYS} and {'is' if one else 'are'} not kept: {'it runs' if one else 'they run'} again"
+                   if stale else "")
         print(f"resuming: {len(tasks) - len(tasks_run)} of {len(tasks)} runs are in {out / 'results.json'}; "
-              f"running the other {len(tasks_run)}", flush=True)
+              f"running the other {len(tasks_run)}{dropped}", flush=True)
     else:
         others, tasks_run = [], tasks
     try:

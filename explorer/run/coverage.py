@@ -33,6 +33,10 @@ LAST = 20
 FIGURE = f"cells per episode budget (last {LAST})"
 #: an episode's outcome when the player died (the built-in game's ``outcome``): it counts as a whole episode
 DEATH = "death"
+#: the rule :func:`cells_per_budget` counts by, kept with figures stored on disk (``tools/bench_explore.py``'s
+#: results.json) so that one counted by an older rule is known: 1 counted an episode that ended in death with
+#: its own steps, 2 counts it as a whole episode budget. Raise it whenever the figure's rule changes.
+FIGURE_RULE = 2
 
 
 def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, last: int = LAST,
