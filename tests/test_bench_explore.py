@@ -421,17 +421,18 @@ def test_report_reads_results_written_before_the_figure_had_one_name(bench, tmp_
     assert "| sticky | my_way_home | 20.0 (80, goal 0/20) | 21.0 (80, goal 0/20) |" in (tmp_path / "out" / "suite.md").read_text()
 
 
-RULE_SAYS = "coverage rule 2 (an episode that ended in death counts as a whole episode budget)"
+RULE_SAYS = ("coverage rule 3 (an episode that ended in death counts as a whole episode budget, and a Gymnasium "
+             "game's own end that pays nothing is a death)")
 
 
 def test_a_result_carries_its_coverage_rule_and_resume_runs_one_counted_before_it_again(bench, tmp_path, capsys):
     from explorer.run.coverage import FIGURE_RULE
-    assert FIGURE_RULE == 2 and bench.RULE_SAYS == RULE_SAYS
+    assert FIGURE_RULE == 3 and bench.RULE_SAYS == RULE_SAYS
     common = ["--steps", "130", "--seeds", "0", "1", "--agents", "sticky", "--set", "game.episode_steps=60",
               "--out", str(tmp_path)]
     assert bench.main(common) == 0
     first = json.loads((tmp_path / "results.json").read_text())
-    assert [r["coverage_rule"] for r in first] == [2, 2]
+    assert [r["coverage_rule"] for r in first] == [3, 3]
     older = [r if r["seed"] == 0 else {k: v for k, v in r.items() if k != "coverage_rule"} for r in first]
     (tmp_path / "results.json").write_text(json.dumps(older))  # seed 1 as a bench before the rule wrote it
     capsys.readouterr()
@@ -439,7 +440,7 @@ def test_a_result_carries_its_coverage_rule_and_resume_runs_one_counted_before_i
     assert (f"resuming: 1 of 2 runs are in {tmp_path / 'results.json'}; running the other 1; 1 run stored there was "
             f"counted before {RULE_SAYS} and is not kept: it runs again\n") in capsys.readouterr().out
     after = json.loads((tmp_path / "results.json").read_text())
-    assert [(r["seed"], r["coverage_rule"]) for r in after] == [(0, 2), (1, 2)]  # the old one is not kept aside
+    assert [(r["seed"], r["coverage_rule"]) for r in after] == [(0, 3), (1, 3)]  # the old one is not kept aside
     assert after[0] == first[0] and after[1]["run_dir"] != first[1]["run_dir"]  # seed 1 ran again
 
 
@@ -480,6 +481,8 @@ def test_report_counts_a_result_of_an_older_rule_again_from_its_run_or_refuses_i
 
     metrics = folder / "runs" / "explore-7" / "metrics.jsonl"
     lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(line.replace('"outcome": "death"', '"outcome": "end"') for line in lines) + "\n")
+    refused(f"{metrics} does not say whether the game's ends were goals or deaths")  # a Gymnasium end of rule 2
     metrics.write_text("\n".join(line.replace(', "outcome": "death"', "") for line in lines) + "\n")
     refused(f"{metrics} does not say how each episode ended")  # a run older than the outcomes: deaths unknown
     metrics.write_text("\n".join(lines[:-1]) + "\n")  # the run lost its last episode line: not the result's

@@ -25,8 +25,9 @@ class Corridor(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, report: bool = True, render_mode: str | None = None):
+    def __init__(self, report: bool = True, render_mode: str | None = None, pay: float = 1.0):
         self.render_mode = render_mode
+        self.pay = pay
         self.observation_space = gym.spaces.Box(0, 255, (24, 36, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(2)
         self.report = report
@@ -47,14 +48,14 @@ class Corridor(gym.Env):
 
     def step(self, action):
         self.x = min(self.x + int(action), 5)
-        return self._obs(), 1.0, self.x == 5, False, self._info()
+        return self._obs(), self.pay, self.x == 5, False, self._info()
 
 
-def corridor_env(*sets: str, report: bool = True, limit: int = 0) -> GymEnv:
+def corridor_env(*sets: str, report: bool = True, limit: int = 0, pay: float = 1.0) -> GymEnv:
     """The corridor as an explorer env; with ``limit``, cut by Gymnasium's own TimeLimit after that many steps."""
     config = load(None, ["game.name=gym", "game.id=Corridor-v0", 'game.actions={"0" = {}, "1" = {walk_x = 1}}',
                          "observation.width=24", "observation.height=16", *sets])
-    env = Corridor(report)
+    env = Corridor(report, pay=pay)
     return GymEnv(config.game, config.observation, 2, 8, config.pad.buttons,
                   env=gym.wrappers.TimeLimit(env, max_episode_steps=limit) if limit else env)
 
@@ -69,7 +70,7 @@ def test_a_game_end_is_terminated_the_envs_own_limit_truncated_and_explorers_bud
     assert first.first and tuple(first.obs.shape) == (2, 16, 24, 3)
     steps = [env.step(RIGHT) for _ in range(5)]
     assert [s.last for s in steps] == [False] * 4 + [True]
-    assert not steps[-1].truncated and env.outcome == "end"  # the game ended it: nothing to bootstrap
+    assert not steps[-1].truncated and env.outcome == "goal"  # the game ended it, paying: nothing to bootstrap
     assert steps[-1].info["reward"] == 1.0
     env.reset()
     budget = corridor_env("game.episode_steps=2")
@@ -81,6 +82,16 @@ def test_a_game_end_is_terminated_the_envs_own_limit_truncated_and_explorers_bud
     limited.reset()
     s1, s2 = limited.step(RIGHT), limited.step(RIGHT)
     assert not s1.last and s2.last and s2.truncated and limited.outcome == "truncated"  # the game would go on
+
+
+def test_a_game_end_that_pays_nothing_is_a_death_and_counts_as_a_whole_episode():
+    from explorer.run.coverage import DEATH, cells_per_budget
+    env = corridor_env("game.episode_steps=100", pay=0.0)  # ALE's last life lost: the game ends, paying nothing
+    env.reset()
+    steps = [env.step(RIGHT) for _ in range(5)]
+    assert steps[-1].last and not steps[-1].truncated and env.outcome == DEATH
+    # 6 squares in 5 of 100 steps: a death counts with the whole budget, not scaled up from its 5 steps
+    assert cells_per_budget([6], [5], 100, outcomes=[env.outcome]) == 6.0
 
 
 def test_frames_are_the_pixel_observations_resized_and_stacked():

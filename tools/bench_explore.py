@@ -49,7 +49,8 @@ for (same agent, map, seed, steps and settings) and runs only the others: a
 suite of hours that was stopped goes on where it was; a run whose figure was
 counted by an older coverage rule (each result's ``coverage_rule``,
 :data:`explorer.run.coverage.FIGURE_RULE`; before rule 2 an episode that ended in
-death counted with its own steps) is not kept but run again. results.json is rewritten
+death counted with its own steps, before rule 3 a Gymnasium game's end that pays nothing
+did) is not kept but run again. results.json is rewritten
 whole after each run (a full disk leaves the one before). Ctrl-C or SIGTERM stops
 the bench and its ``--jobs`` processes (exit code 130 or 143): a run cut short is not kept as a result. ``--report DIR ...`` runs
 nothing: it merges the results.json of several ``--out`` folders (the baselines
@@ -217,7 +218,8 @@ OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"coverage_rule": (int,)}
 #: the figures written as ``null`` when they are not numbers (JSON has no NaN), read back as NaN
 NAN_FIELDS = ("cells_per_budget", "cells_mean", "early_share", "steps_per_s")
 #: what :data:`~explorer.run.coverage.FIGURE_RULE` counts, for the messages about results counted otherwise
-RULE_SAYS = f"coverage rule {FIGURE_RULE} (an episode that ended in death counts as a whole episode budget)"
+RULE_SAYS = (f"coverage rule {FIGURE_RULE} (an episode that ended in death counts as a whole episode budget, and a "
+             f"Gymnasium game's own end that pays nothing is a death)")
 
 
 def read_results(path: Path, what: str) -> list[dict]:
@@ -519,6 +521,8 @@ def recount(result: dict, folder: Path) -> tuple[dict | None, str]:
         episodes = [r for r in map(json.loads, lines) if isinstance(r, dict) and "episode" in r]
         if not all("outcome" in r for r in episodes):
             return None, f"{run_dir / 'metrics.jsonl'} does not say how each episode ended"
+        if any(r["outcome"] == "end" for r in episodes):  # a Gymnasium game's end, before it said goal or death
+            return None, f"{run_dir / 'metrics.jsonl'} does not say whether the game's ends were goals or deaths"
         cells = [r["cells"] for r in episodes]
         figures = episode_figures([r["step"] for r in episodes], cells, summary["episode_budget"],
                                   start=summary["resumed_at"], outcomes=[r["outcome"] for r in episodes])

@@ -35,8 +35,9 @@ FIGURE = f"cells per episode budget (last {LAST})"
 DEATH = "death"
 #: the rule :func:`cells_per_budget` counts by, kept with figures stored on disk (``tools/bench_explore.py``'s
 #: results.json) so that one counted by an older rule is known: 1 counted an episode that ended in death with
-#: its own steps, 2 counts it as a whole episode budget. Raise it whenever the figure's rule changes.
-FIGURE_RULE = 2
+#: its own steps, 2 counts it as a whole episode budget, 3 also takes a Gymnasium game's own end that pays
+#: nothing (ALE's last life) as a death (2 counted it with its own steps). Raise it whenever the figure's rule changes.
+FIGURE_RULE = 3
 
 
 def cells_per_budget(cells: Sequence[int], lengths: Sequence[int], budget: int, last: int = LAST,

@@ -199,7 +199,10 @@ class GymEnv:
         cut = self.t >= self.config.episode_steps
         last = bool(terminated or truncated or cut)
         if last:
-            self.outcome = "end" if terminated else "truncated" if truncated else "timeout"
+            # A game's own end is a goal when its last step pays (MiniGrid's goal), else a death (ALE's last life):
+            # the coverage figure counts a death as a whole episode budget (explorer.run.coverage).
+            self.outcome = (("goal" if float(reward) > 0 else "death") if terminated
+                            else "truncated" if truncated else "timeout")
         return self._step(obs, info, reward, last=last, truncated=bool(truncated and not terminated and not cut))
 
     def idle(self) -> None:
