@@ -15,8 +15,12 @@ so far, one batch every 2 steps.
 It prints the Spearman rank correlation between each signal and position
 novelty: over all steps; over the steps on which the player walked (at least
 half its usual stride), where a signal must tell new ground from ground walked
-before; and over sums of 20-step windows (what an n-step return sees). Higher
-is better; 1 would be position novelty itself.
+before; over sums of 20-step windows (what an n-step return sees); and over
+those sums among windows at the same time of their episodes (50-step bins),
+which is what choosing a move asks of a signal: early in an episode nearly
+every step finds new ground, and a signal that only follows that trend scores
+well on the sums but cannot tell one move from another. Higher is better; 1
+would be position novelty itself.
 
     python tools/novelty_fidelity.py --steps 5250
     python tools/novelty_fidelity.py --set observation.grayscale=false \\
@@ -56,6 +60,21 @@ def window_sums(x: np.ndarray, episode: np.ndarray, width: int) -> np.ndarray:
         if episode[i] == episode[i + width - 1]:
             out[i] = c[i + width] - c[i]
     return out
+
+
+def same_time_spearman(a: np.ndarray, b: np.ndarray, when: np.ndarray, width: int = 50) -> float:
+    """Mean rank correlation of ``a`` and ``b`` among steps at the same time of their episodes (``when``, in
+    bins of ``width`` steps), weighted by each bin's steps: whether a signal ranks what follows one moment of
+    an episode, the choice an agent faces, rather than following the episode's own trend (early steps all
+    find new ground). Bins of fewer than 10 steps are left out; NaN when none is left."""
+    total, weight = 0.0, 0
+    bins = when // width
+    for k in np.unique(bins):
+        m = bins == k
+        if m.sum() >= 10 and np.ptp(a[m]) > 0 and np.ptp(b[m]) > 0:
+            total += spearman(a[m], b[m]) * int(m.sum())
+            weight += int(m.sum())
+    return total / weight if weight else float("nan")
 
 
 def play(config, steps: int, seed: int):
@@ -134,10 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     stride = np.r_[0.0, np.sqrt((np.diff(pos, axis=0) ** 2).sum(1))]
     stride[np.r_[True, episode[1:] != episode[:-1]]] = 0.0
     walking = stride >= 0.5 * np.percentile(stride, 90)
+    when = np.zeros(len(episode), np.int64)  # each step's step of its episode
+    for t in range(1, len(episode)):
+        when[t] = when[t - 1] + 1 if episode[t] == episode[t - 1] else 0
     width = max(len(spec) for spec in args.signals)
     print(f"{len(actions)} steps, {episode[-1] + 1} episode{'s' if episode[-1] else ''} of sticky random play ({walking.mean():.0%} walking); "
           f"Spearman correlation with position novelty:\n"
-          f"  {'signal':<{width}} {'per step':>8} {'walking':>8} {f'{args.window}-step sums':>14}")
+          f"  {'signal':<{width}} {'per step':>8} {'walking':>8} {f'{args.window}-step sums':>14} {'same time':>9}")
     rng = np.random.default_rng(args.seed)
     # transitions whose n-step successor is in the same episode, for training the learned signals
     valid = np.flatnonzero(episode[:len(episode) - n_step + 1] == episode[n_step - 1:])
@@ -166,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         okw = ~np.isnan(w) & ~np.isnan(truth_w)
         okm = ok & walking
         results[spec] = {"step": spearman(reward[ok], truth[ok]), "walking": spearman(reward[okm], truth[okm]),
-                         "window": spearman(w[okw], truth_w[okw])}
+                         "window": spearman(w[okw], truth_w[okw]),
+                         "same_time": same_time_spearman(w[okw], truth_w[okw], when[okw])}
         r = results[spec]
-        print(f"  {spec:<{width}} {r['step']:8.2f} {r['walking']:8.2f} {r['window']:14.2f}", flush=True)
+        print(f"  {spec:<{width}} {r['step']:8.2f} {r['walking']:8.2f} {r['window']:14.2f} {r['same_time']:9.2f}",
+              flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"steps": len(actions), "overrides": args.overrides, "results": results}))
     return 0
