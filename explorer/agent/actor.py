@@ -395,11 +395,15 @@ class RandomActor:
         if step is not None and step.first:
             self.taps.reset()
         if self._age >= self.sticky_steps:
-            self._held = self.rng.uniform(-1.0, 1.0, len(self._held)).astype(np.float32)
+            self._held = self._draw()
             self._age = 0
         self._age += 1
         a = self._held if self.sticks is None else self.sticks(np.clip(self._held + self.sticks.prior, -1.0, 1.0))
         return self.taps(settle(a, self.buttons).astype(np.float32))
+
+    def _draw(self) -> np.ndarray:
+        """A new draw to hold: uniform in [-1, 1] per value (before the prior and range, with ``sticks``)."""
+        return self.rng.uniform(-1.0, 1.0, len(self._held)).astype(np.float32)
 
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         return {}

@@ -91,9 +91,15 @@ class DoomGame:
     ends (``episode_ended``) the last frame stays current until
     ``new_episode()``. In real-time mode the engine runs at 35 tics/s on its
     own and ``advance()`` only pushes the newest sticks.
+
+    With ``diagnostics`` (a keyword of the constructor for measuring tools such as
+    ``tools/oracle_ceilings.py``, never a setting: a run's config cannot turn it on) the
+    engine also renders its depth buffer and reports the map's walls, read with
+    :meth:`depth` and :meth:`walls`; like :meth:`position`, they are never part of an
+    observation.
     """
 
-    def __init__(self, config: GameConfig, obs: ObservationConfig):
+    def __init__(self, config: GameConfig, obs: ObservationConfig, *, diagnostics: bool = False):
         with doom_process.deferred_sigint():  # a Ctrl-C inside the extension's first import fails it (ImportError)
             import vizdoom as vzd
 
@@ -134,6 +140,10 @@ class DoomGame:
         game.set_window_visible(config.visible or config.realtime)
         game.set_mode(vzd.Mode.ASYNC_PLAYER if config.realtime else vzd.Mode.PLAYER)
         game.set_sound_enabled(False)
+        if diagnostics:
+            game.set_depth_buffer_enabled(True)
+            game.set_sectors_info_enabled(True)
+        self.diagnostics = diagnostics
         game.set_seed(config.seed)
         game.add_game_args("+freelook 1" if config.look_scale > 0 else "+freelook 0")
         for arg in engine_args(config.args):  # the allow-list again: a config built around its checks gets no more
@@ -268,6 +278,38 @@ class DoomGame:
             return self._position
         with self._lock:
             return self._read_position()
+
+    def depth(self) -> np.ndarray:
+        """The engine's depth buffer of the current frame, ``uint8[height, width]`` at the render resolution
+        (larger is farther; all zeros once the episode has ended): for measurement only.
+
+        Raises:
+          GameError: the game was built without ``diagnostics``.
+        """
+        state = self._diagnostic_state()
+        if state is None or state.depth_buffer is None:
+            w, h = (int(v) for v in self.config.resolution.split("x"))
+            return np.zeros((h, w), np.uint8)
+        return np.asarray(state.depth_buffer)
+
+    def walls(self) -> np.ndarray:
+        """The map's lines marked as blocking, ``float64[n, 4]`` rows of ``x1, y1, x2, y2`` in map units (its
+        solid walls; doors, steps and ledges are two-sided lines and not among them; none once the episode
+        has ended): for measurement only.
+
+        Raises:
+          GameError: the game was built without ``diagnostics``.
+        """
+        state = self._diagnostic_state()
+        lines = [] if state is None or state.sectors is None else \
+            [(ln.x1, ln.y1, ln.x2, ln.y2) for sector in state.sectors for ln in sector.lines if ln.is_blocking]
+        return np.array(lines, np.float64).reshape(-1, 4)
+
+    def _diagnostic_state(self) -> Any:
+        if not self.diagnostics:
+            raise GameError("the engine's depth and walls are read only from a DoomGame built with diagnostics=True")
+        with self._lock:
+            return self.game.get_state()
 
     def _read_position(self) -> Position:
         v = self.game.get_game_variable

@@ -1,0 +1,110 @@
+"""tools/oracle_ceilings.py: the scripted ceilings' geometry, their choice among the prior's draws, and the
+engine's diagnostics they read."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.agent.actor import RandomActor
+from explorer.agent.networks import StickRange
+from explorer.config import load
+from explorer.core import Step
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    sys.path.insert(0, str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location("oracle_ceilings", ROOT / "tools" / "oracle_ceilings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_path_crosses_a_wall_only_where_it_meets_one(oracle):
+    wall = np.array([[10.0, -5.0, 10.0, 5.0]])
+    assert oracle.crosses(wall, 0, 0, 20, 0)
+    assert not oracle.crosses(wall, 0, 0, 9, 0)  # stops short
+    assert not oracle.crosses(wall, 0, 6, 20, 6)  # passes beside it
+    assert not oracle.crosses(np.zeros((0, 4)), 0, 0, 20, 0)
+
+
+def test_new_cells_counts_the_unvisited_cells_a_held_draw_crosses_and_stops_at_walls(oracle):
+    walk = np.array([0.0, 0.0, 0.0, 1.0], np.float32)  # straight ahead, full walk
+    # Facing east (0 degrees) from the middle of cell (0, 0): 8 steps of 12.2 units end at x = 129.6, in cell 2.
+    assert oracle.new_cells(walk, 32.0, 32.0, 0.0, {(0, 0)}, 64.0, 40.0, 12.2, None) == 2
+    assert oracle.new_cells(walk, 32.0, 32.0, 0.0, {(0, 0), (1, 0)}, 64.0, 40.0, 12.2, None) == 1
+    # Facing north the same walk goes up the y axis instead.
+    assert oracle.new_cells(walk, 32.0, 32.0, 90.0, {(0, 0)}, 64.0, 40.0, 12.2, None) == 2
+    # A wall across the way at x = 70 stops the path in cell 1 (the player's radius before it).
+    wall = np.array([[70.0, -100.0, 70.0, 100.0]])
+    assert oracle.new_cells(walk, 32.0, 32.0, 0.0, {(0, 0)}, 64.0, 40.0, 12.2, wall) == 0
+    wall = np.array([[120.0, -100.0, 120.0, 100.0]])
+    assert oracle.new_cells(walk, 32.0, 32.0, 0.0, {(0, 0)}, 64.0, 40.0, 12.2, wall) == 1
+    # Full camera x right turns the heading down by 40 degrees a step: from east towards south.
+    turn = np.array([1.0, 0.0, 0.0, 1.0], np.float32)
+    assert oracle.new_cells(turn, 32.0, 32.0, 0.0, set(), 64.0, 40.0, 12.2, None) >= 1
+
+
+def _sticks():
+    config = load(None, [])
+    return StickRange(config.learner, config.pad.buttons)
+
+
+def test_one_draw_is_sticky_prior_itself(oracle):
+    sticks = _sticks()
+    base = RandomActor(3, sticky_steps=oracle.HOLD, sticks=sticks)
+    chooser = oracle.ChoosingActor(3, sticks, 1, lambda step, sent: sent.sum(axis=1))
+    for t in range(40):
+        step = Step(None, first=t == 0)
+        np.testing.assert_array_equal(base.act(step), chooser.act(step))
+
+
+def test_each_draw_is_the_best_of_its_candidates_by_the_score(oracle):
+    sticks = _sticks()
+    chooser = oracle.ChoosingActor(5, sticks, 16, lambda step, sent: sent[:, 0])  # the rightmost turn wins
+    twin = np.random.default_rng(5)
+    for hold in range(3):
+        candidates = [twin.uniform(-1.0, 1.0, 5).astype(np.float32) for _ in range(16)]
+        best = max(float(sticks(np.clip(c + sticks.prior, -1.0, 1.0))[0]) for c in candidates)
+        for t in range(oracle.HOLD):
+            action = chooser.act(Step(None, first=hold == 0 and t == 0))
+            assert action[0] == pytest.approx(best)
+    assert best > 0.3  # the best of 16 draws of a camera x in [-0.5, 0.5]
+
+
+@pytest.mark.slow
+def test_the_engine_reports_depth_and_walls_only_to_a_game_built_for_diagnostics(oracle):
+    from explorer.envs.doom.game import DoomGame, GameError
+
+    config = load(None, ["game.scenario=my_way_home"])
+    game = DoomGame(config.game, config.observation, diagnostics=True)
+    try:
+        depth, walls = game.depth(), game.walls()
+        assert depth.shape == (120, 160) and depth.dtype == np.uint8 and depth.max() > depth.min()
+        assert walls.ndim == 2 and walls.shape[1] == 4 and len(walls) > 20
+        p = game.position()
+        assert not oracle.crosses(walls, p.x, p.y, p.x + 1.0, p.y)  # the player stands in the open
+    finally:
+        game.close()
+    plain = DoomGame(config.game, config.observation)
+    try:
+        with pytest.raises(GameError, match="diagnostics=True"):
+            plain.depth()
+        with pytest.raises(GameError, match="diagnostics=True"):
+            plain.walls()
+    finally:
+        plain.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["sticky_prior", "walls", "reach", "place", "map"])
+def test_a_short_run_of_each_agent_gives_a_figure(oracle, agent):
+    r = oracle.run(agent, "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",))
+    assert r["episodes"] >= 3 and math.isfinite(r["figure"]) and r["figure"] > 0 and r["distinct"] >= 1

@@ -1,0 +1,264 @@
+"""What would a perfect memory of place, or a perfect sense of walls, be worth? Scripted ceilings in minutes.
+
+Issue-sized questions about a memory ("is it the memory, the perception, or the
+budget?") need a ceiling that no learner has to reach first. This tool plays the
+built-in game with scripted agents that are given what the learning agent can
+never see, read from the engine for this measurement only (``DoomGame(...,
+diagnostics=True)``), and prints each one's coverage against ``sticky_prior`` in
+the same run:
+
+``sticky_prior``
+  the baseline, drawn by the project's own ``RandomActor`` exactly as
+  ``tools/bench_explore.py`` draws it: the prior's sticks on the learner's stick
+  range, each draw held 8 steps, A pressed on half the draws.
+``walls``
+  the same draws with a perfect wall sense and no memory: when the engine's depth
+  buffer says a wall is close ahead, stop turning and press A once (a door opens),
+  wait a few steps, then turn toward the more open side.
+``reach``
+  a perfect map of walls and no memory: each draw is the best of ``--draws`` draws of
+  the prior, scored by the map cells its 8 steps would cross before the first wall it
+  would hit (the engine's blocking lines, the player's true position and heading),
+  new or not: the longest free path.
+``place``
+  a perfect memory of place and no wall sense: each draw is the best of ``--draws``
+  draws of the prior, scored by the map cells the episode has not stood in that the
+  draw would cross in its 8 steps (the player's true position and heading, walls
+  unknown).
+``map``
+  a perfect memory of place and a perfect map of walls: the same choice, with each
+  draw's path stopped at the first wall it would hit (the engine's blocking lines).
+
+Each agent chooses among the prior's own draws (or adds a reflex to them): the
+ceilings are of the agent's action family, held 8 steps on the prior's stick range,
+not of exploration in general. The coverage figure is the project's
+(``explorer.run.coverage``): cells per episode budget over the last 20 episodes, a
+death counting as a whole episode.
+
+    python tools/oracle_ceilings.py --suite --steps 10000 --seeds 0 1 2 --jobs 2
+    python tools/oracle_ceilings.py --maps my_way_home --agents sticky_prior map --draws 8 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_explore import MAPS  # noqa: E402
+
+from explorer.agent.actor import RandomActor  # noqa: E402
+from explorer.core import Step  # noqa: E402
+from explorer.run.coverage import FIGURE, Coverage  # noqa: E402
+
+AGENTS = ("sticky_prior", "walls", "reach", "place", "map")
+#: the agents that choose among draws of the prior
+CHOOSERS = ("reach", "place", "map")
+#: agent steps a draw is held (``run.sticky_steps`` of the bench's ``sticky_prior``)
+HOLD = 8
+#: map units a step at full walk y covers on the built-in game's defaults (``game.move_scale`` 25,
+#: ``game.frame_skip`` 4; the best single scale measured, docs/experiments.md "Two routes to a memory")
+STRIDE = 12.2
+#: a wall is close ahead when the middle third of the view's middle rows is nearer than this (depth-buffer units)
+NEAR = 8.0
+#: steps the ``walls`` agent waits at a close wall, after pressing A once, before it turns
+WAIT = 4
+#: map units beyond a step's end a path must be free of walls (about the player's radius)
+RADIUS = 20.0
+
+
+def crosses(walls: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> bool:
+    """Whether the segment from ``(x0, y0)`` to ``(x1, y1)`` crosses any of ``walls`` (rows ``x1, y1, x2, y2``)."""
+    if len(walls) == 0:
+        return False
+    ax, ay, bx, by = walls.T
+    dx, dy, ex, ey = x1 - x0, y1 - y0, bx - ax, by - ay
+    den = dx * ey - dy * ex
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = ((ax - x0) * ey - (ay - y0) * ex) / den
+        u = ((ax - x0) * dy - (ay - y0) * dx) / den
+    return bool(np.any((den != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)))
+
+
+def new_cells(action: np.ndarray, x: float, y: float, heading: float, visited: set, cell: float, turn: float,
+              stride: float, walls: np.ndarray | None) -> int:
+    """Map cells outside ``visited`` that ``HOLD`` steps of ``action`` (camera x, camera y, walk x, walk y, ...)
+    would cross from ``(x, y)`` facing ``heading`` degrees, turning ``turn`` degrees per step at full camera
+    x; with ``walls``, the path stops before the first one it would hit."""
+    cam, wx, wy = float(action[0]), float(action[2]), float(action[3])
+    found: set = set()
+    for _ in range(HOLD):
+        heading -= turn * cam  # positive camera x turns right: the engine's angle falls
+        r = math.radians(heading)
+        dx = stride * (wy * math.cos(r) + wx * math.sin(r))
+        dy = stride * (wy * math.sin(r) - wx * math.cos(r))
+        if walls is not None:
+            reach = 1.0 + RADIUS / max(math.hypot(dx, dy), 1e-6)
+            if crosses(walls, x, y, x + dx * reach, y + dy * reach):
+                break
+        x, y = x + dx, y + dy
+        c = (int(math.floor(x / cell)), int(math.floor(y / cell)))
+        if c not in visited:
+            found.add(c)
+    return len(found)
+
+
+class ChoosingActor(RandomActor):
+    """``sticky_prior``'s actor whose every draw is the best of ``draws`` of the prior by ``score``: a function
+    of the step acted on and the candidates as sent (``float32[draws, dim]``) that returns one score each."""
+
+    def __init__(self, seed: int, sticks, draws: int, score: Callable[[Step, np.ndarray], np.ndarray]):
+        super().__init__(seed, sticky_steps=HOLD, sticks=sticks)
+        self.draws, self.score = int(draws), score
+        self._step: Step | None = None
+
+    def act(self, step: Step) -> np.ndarray:
+        self._step = step
+        return super().act(step)
+
+    def _draw(self) -> np.ndarray:
+        candidates = [RandomActor._draw(self) for _ in range(self.draws)]
+        sent = np.stack([self.sticks(np.clip(c + self.sticks.prior, -1.0, 1.0)) for c in candidates])
+        return candidates[int(np.argmax(self.score(self._step, sent)))]  # the first best: draws=1 is sticky_prior
+
+
+def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overrides: tuple[str, ...] = (),
+        scorer: Callable[[Step, np.ndarray], np.ndarray] | None = None) -> dict:
+    """One run of ``agent`` on ``map_name`` (settings ``overrides`` after the map's): its coverage figure,
+    distinct cells and episodes. With ``scorer`` the agent, whatever its name, chooses each draw by it
+    (:class:`ChoosingActor`): how another tool compares a scorer of its own with these ceilings."""
+    from explorer.agent.networks import StickRange
+    from explorer.config import load
+    from explorer.envs.doom.env import DoomEnv
+    from explorer.envs.doom.game import DoomGame
+
+    config = load(None, [f"run.seed={seed}", *MAPS[map_name], "run.agent=sticky_prior", f"run.sticky_steps={HOLD}",
+                           *overrides])
+    game = DoomGame(config.game, config.observation, diagnostics=True)
+    env = DoomEnv(game, config.observation.stack, config.ring.capacity, config.pad.buttons)
+    sticks = StickRange(config.learner, config.pad.buttons)
+    gc = config.game
+    turn = gc.turn_scale * gc.frame_skip
+    stride = STRIDE * gc.move_scale / 25.0 * gc.frame_skip / 4.0
+    coverage = Coverage(env.cell)
+    state = {"walls": np.zeros((0, 4))}
+
+    def score(step: Step, actions: np.ndarray) -> np.ndarray:
+        p = game.position()
+        return np.array([new_cells(a, p.x, p.y, p.angle, set() if agent == "reach" else coverage.episode_cells,
+                                   coverage.cell, turn, stride, state["walls"] if agent in ("map", "reach") else None)
+                         for a in actions], np.float64)
+
+    chooses = scorer is not None or agent in CHOOSERS
+    actor = ChoosingActor(seed, sticks, draws, scorer or score) if chooses else \
+        RandomActor(seed, sticky_steps=HOLD, sticks=sticks)
+    near = turning = 0
+    side = 0.0
+    step = env.reset()
+    try:
+        for _ in range(steps):
+            if step.first:
+                state["walls"] = game.walls() if agent in ("map", "reach") else state["walls"]
+                near = turning = 0
+            p = step.info["position"]
+            coverage.add(p.x, p.y)
+            action = np.array(actor.act(step), np.float32)
+            if agent == "walls" and scorer is None:
+                depth = game.depth()
+                h = depth.shape[0]
+                band = np.median(depth[h // 3: 2 * h // 3].astype(np.float32), axis=0)
+                third = len(band) // 3
+                left, ahead, right = band[:third].mean(), band[third:-third].mean(), band[-third:].mean()
+                if turning:
+                    action[0], turning = side, turning - 1
+                elif ahead < NEAR:
+                    near += 1
+                    if near <= WAIT:
+                        action[0] = 0.0
+                        action[4:] = 1.0 if near == 1 else -1.0
+                    else:
+                        side, turning = (0.5 if right > left else -0.5), 1
+                        action[0] = side
+                else:
+                    near = 0
+            step = env.step(action)
+            coverage.episode_steps += 1
+            if step.last:
+                coverage.end_episode(env.outcome)
+                step = env.reset()
+    finally:
+        env.close()
+    return {"agent": agent, "map": map_name, "seed": seed, "steps": steps, "draws": draws if chooses else None,
+            "figure": round(coverage.figure(env.episode_budget), 2), "distinct": len(coverage.all_cells),
+            "episodes": len(coverage.per_episode),
+            "deaths": sum(o == "death" for o in coverage.outcomes[-20:])}
+
+
+def _run(task: tuple) -> dict:
+    return run(*task)
+
+
+def table(results: list[dict], maps: list[str]) -> str:
+    """Mean figure per agent and map, with each row's suite average of its ratios to ``sticky_prior``."""
+    rows: dict[tuple, dict[str, list[float]]] = {}
+    for r in results:
+        rows.setdefault((r["agent"], r["draws"]), {}).setdefault(r["map"], []).append(r["figure"])
+    base = {m: float(np.mean(v)) for m, v in rows.get(("sticky_prior", None), {}).items()}
+    lines = [f"{FIGURE}, mean over seeds (ratio to sticky_prior)", "",
+             "| agent | " + " | ".join(maps) + " | average ratio |", "|---" * (len(maps) + 2) + "|"]
+    for (agent, draws), per_map in rows.items():
+        cells, ratios = [], []
+        for m in maps:
+            if m not in per_map:
+                cells.append("–")
+                continue
+            mean = float(np.mean(per_map[m]))
+            ratio = mean / base[m] if base.get(m) else float("nan")
+            ratios.append(ratio)
+            cells.append(f"{mean:.1f} ({ratio:.2f})")
+        name = agent if draws is None else f"{agent}, best of {draws}"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {np.mean(ratios):.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", action="store_true", help=f"every map of the suite ({', '.join(MAPS)})")
+    ap.add_argument("--maps", nargs="+", choices=list(MAPS), help="these suite maps (default: my_way_home)")
+    ap.add_argument("--agents", nargs="+", choices=AGENTS, default=list(AGENTS))
+    ap.add_argument("--steps", type=int, default=10_000, help="agent steps per run")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--draws", type=int, nargs="+", default=[32], help="draws of the prior that reach, place and map choose among")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
+    ap.add_argument("--out", help="write every run's figures to this JSON file")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.jobs < 1 or min(args.draws) < 1:
+        ap.error("--steps, --jobs and --draws take whole numbers of 1 or more")
+    maps = list(MAPS) if args.suite else args.maps or ["my_way_home"]
+    tasks = [(a, m, s, args.steps, d) for m in maps for s in args.seeds for a in args.agents
+             for d in (args.draws if a in CHOOSERS else [0])]
+    results = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for r in pool.map(_run, tasks):
+            print(json.dumps(r), flush=True)
+            results.append(r)
+    print("\n" + table(results, maps))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""Can the picture say which of the prior's draws will get somewhere? A learned scorer, screened on held-out maps.
+
+``tools/oracle_ceilings.py`` shows that choosing each of the prior's draws by a
+perfect map of walls (``reach``: the longest free path) is worth a great deal on
+some maps, with no memory at all. This tool asks how much of that a network can
+see in the newest frame alone.
+
+1. **Collect.** ``sticky_prior`` plays each suite map (``--data-steps`` steps at
+   ``--data-seed``, a seed the screens do not use); each step keeps the newest frame
+   (64 x 64 colour, as the agent sees it), the mean of the next 8 actions sent
+   (camera x, walk x, walk y) and how far the player got in those 8 steps, in map
+   units, read from the engine for this measurement only.
+2. **Train**, for each map, a small CNN on the other three maps (each frame also
+   mirrored, with camera x and walk x negated): frame and action in, the 8-step
+   distance out. It prints the Spearman correlation of its predictions with the
+   distances on the map it never saw.
+3. **Screen.** On each map, the model that never saw it chooses every draw: the best
+   of ``--draws`` draws of the prior by predicted distance (``oracle_ceilings``'
+   harness), beside ``sticky_prior`` in the same run.
+
+The model is trained with the engine's positions, so it is prior knowledge of
+Doom's pictures, not something a run learns; the screen tells whether such a
+prior is worth building into the agent.
+
+    python tools/traversability.py --out runs/traversability --seeds 0 1 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import oracle_ceilings  # noqa: E402
+from bench_explore import MAPS  # noqa: E402
+
+from explorer.core import Step  # noqa: E402
+
+#: agent steps a distance is measured over: one held draw of the prior
+HOLD = oracle_ceilings.HOLD
+#: distances are learned in hundreds of map units
+SCALE = 100.0
+
+
+def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
+    """``sticky_prior``'s play on ``map_name``: newest frames, actions sent, positions, episode numbers."""
+    from explorer.agent.actor import RandomActor
+    from explorer.agent.networks import StickRange
+    from explorer.config import load
+    from explorer.envs import make_env
+
+    config = load(None, [f"run.seed={seed}", *MAPS[map_name], "run.agent=sticky_prior", f"run.sticky_steps={HOLD}"])
+    env = make_env(config)
+    actor = RandomActor(seed, sticky_steps=HOLD, sticks=StickRange(config.learner, config.pad.buttons))
+    frames, actions, positions, episodes = [], [], [], []
+    step, episode = env.reset(), 0
+    try:
+        for _ in range(steps):
+            frames.append(np.asarray(step.obs)[-1])
+            p = step.info["position"]
+            positions.append((p.x, p.y))
+            episodes.append(episode)
+            action = actor.act(step)
+            actions.append(action)
+            step = env.step(action)
+            if step.last:
+                step, episode = env.reset(), episode + 1
+    finally:
+        env.close()
+    np.savez_compressed(path, frames=np.array(frames), actions=np.array(actions), positions=np.array(positions),
+                        episodes=np.array(episodes))
+    return path
+
+
+def samples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every step whose next ``HOLD`` steps stay in its episode: its frame, the mean of those steps' actions
+    (camera x, walk x, walk y) and the distance they took the player, in ``SCALE`` map units."""
+    d = np.load(path)
+    frames, actions, positions, episodes = d["frames"], d["actions"], d["positions"], d["episodes"]
+    n = len(frames) - HOLD
+    inside = episodes[:n] == episodes[HOLD:HOLD + n]
+    distance = np.hypot(*(positions[HOLD:HOLD + n] - positions[:n]).T) / SCALE
+    summed = np.cumsum(np.concatenate([np.zeros((1, actions.shape[1])), actions]), axis=0)
+    mean = ((summed[HOLD:HOLD + n] - summed[:n]) / HOLD)[:, [0, 2, 3]]
+    return frames[:n][inside], mean[inside].astype(np.float32), distance[inside].astype(np.float32)
+
+
+def model():
+    """Frame ``uint8[64, 64, 3]`` and action (camera x, walk x, walk y) to the predicted 8-step distance."""
+    import keras
+
+    frame, action = keras.Input((64, 64, 3), dtype="uint8"), keras.Input((3,))
+    x = keras.layers.Rescaling(1 / 255)(frame)
+    for width, kernel in [(16, 5), (32, 3), (32, 3), (32, 3)]:
+        x = keras.layers.Conv2D(width, kernel, strides=2, activation="relu", padding="same")(x)
+    x = keras.layers.Dense(64, activation="relu")(keras.layers.Flatten()(x))
+    h = keras.layers.Dense(64, activation="relu")(keras.layers.Concatenate()([x, action]))
+    h = keras.layers.Dense(64, activation="relu")(h)
+    return keras.Model([frame, action], keras.layers.Dense(1)(h))
+
+
+def train(data: dict[str, Path], held_out: str, epochs: int, path: Path) -> float:
+    """Train on every map of ``data`` but ``held_out`` and save to ``path``; returns the Spearman correlation
+    of the predicted and true distances on ``held_out``."""
+    import keras
+    from scipy.stats import spearmanr
+
+    parts = [samples(p) for m, p in data.items() if m != held_out]
+    frames = np.concatenate([f for f, _, _ in parts])
+    actions = np.concatenate([a for _, a, _ in parts])
+    distances = np.concatenate([y for _, _, y in parts])
+    frames = np.concatenate([frames, frames[:, :, ::-1]])  # mirrored: a turn or strafe the other way
+    actions = np.concatenate([actions, actions * np.array([-1, -1, 1], np.float32)])
+    distances = np.concatenate([distances, distances])
+    keras.utils.set_random_seed(0)
+    net = model()
+    net.compile(keras.optimizers.Adam(1e-3), "huber")
+    net.fit([frames, actions], distances, batch_size=256, epochs=epochs, verbose=2, shuffle=True)
+    net.save(path)
+    f, a, y = samples(data[held_out])
+    return float(spearmanr(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y)[0])
+
+
+def scorer(path: Path):
+    """The :class:`oracle_ceilings.ChoosingActor` score of the model at ``path``: each candidate's predicted
+    distance from the step's newest frame."""
+    import keras
+
+    net = keras.models.load_model(path)
+
+    def score(step: Step, sent: np.ndarray) -> np.ndarray:
+        frame = np.repeat(np.asarray(step.obs)[-1][None], len(sent), axis=0)
+        return net([frame, sent[:, [0, 2, 3]].astype(np.float32)], training=False).numpy()[:, 0]
+
+    return score
+
+
+def _collect(task: tuple) -> Path:
+    return collect(*task)
+
+
+def _screen(task: tuple) -> dict:
+    agent, map_name, seed, steps, draws, model_path = task
+    if agent == "sticky_prior":
+        return oracle_ceilings.run("sticky_prior", map_name, seed, steps)
+    return oracle_ceilings.run(agent, map_name, seed, steps, draws, scorer=scorer(Path(model_path)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="runs/traversability", help="folder for the data, the models and results.json")
+    ap.add_argument("--data-steps", type=int, default=40_000, help="steps of sticky_prior play collected per map")
+    ap.add_argument("--data-seed", type=int, default=100, help="the seed of the collected play (not a screen's)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--draws", type=int, default=8, help="draws of the prior the model chooses among")
+    ap.add_argument("--jobs", type=int, default=1, help="collections and screen runs at a time")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    maps = list(MAPS)
+    data = {m: out / f"data_{m}_{args.data_seed}.npz" for m in maps}
+    todo = [(m, args.data_seed, args.data_steps, data[m]) for m in maps if not data[m].exists()]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for path in pool.map(_collect, todo):
+            print(f"collected {path}", flush=True)
+    models, fidelity = {m: out / f"model_without_{m}.keras" for m in maps}, {}
+    for m in maps:
+        if not models[m].exists():
+            fidelity[m] = train(data, m, args.epochs, models[m])
+            print(f"{m}: Spearman of predicted and true 8-step distance, never trained on: {fidelity[m]:.3f}",
+                  flush=True)
+    tasks = [(a, m, s, args.steps, args.draws, str(models[m])) for m in maps for s in args.seeds
+             for a in ("sticky_prior", "traversability")]
+    results = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for r in pool.map(_screen, tasks):
+            print(json.dumps(r), flush=True)
+            results.append(r)
+    print("\n" + oracle_ceilings.table(results, maps))
+    (out / "results.json").write_text(json.dumps({"fidelity": fidelity, "runs": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
