@@ -18,11 +18,15 @@ see in the newest frame alone.
    of ``--draws`` draws of the prior by predicted distance (``oracle_ceilings``'
    harness), beside ``sticky_prior`` in the same run.
 
+``--ship`` instead trains one model on all four maps and writes the weights the
+package ships for ``learner.actions.plan_score = "reach"`` (``explorer/agent/reach.py``).
+
 The model is trained with the engine's positions, so it is prior knowledge of
 Doom's pictures, not something a run learns; the screen tells whether such a
 prior is worth building into the agent.
 
     python tools/traversability.py --out runs/traversability --seeds 0 1 --jobs 2
+    python tools/traversability.py --out runs/traversability --ship explorer/agent/reach_doom.npz
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_ceilings  # noqa: E402
 from bench_explore import MAPS  # noqa: E402
 
+from explorer.agent.reach import build_reach, save_reach  # noqa: E402
 from explorer.core import Step  # noqa: E402
 
 #: agent steps a distance is measured over: one held draw of the prior
@@ -95,23 +100,10 @@ def samples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return frames[:n][inside], mean[inside].astype(np.float32), distance[inside].astype(np.float32)
 
 
-def model():
-    """Frame ``uint8[64, 64, 3]`` and action (camera x, walk x, walk y) to the predicted 8-step distance."""
-    import keras
-
-    frame, action = keras.Input((64, 64, 3), dtype="uint8"), keras.Input((3,))
-    x = keras.layers.Rescaling(1 / 255)(frame)
-    for width, kernel in [(16, 5), (32, 3), (32, 3), (32, 3)]:
-        x = keras.layers.Conv2D(width, kernel, strides=2, activation="relu", padding="same")(x)
-    x = keras.layers.Dense(64, activation="relu")(keras.layers.Flatten()(x))
-    h = keras.layers.Dense(64, activation="relu")(keras.layers.Concatenate()([x, action]))
-    h = keras.layers.Dense(64, activation="relu")(h)
-    return keras.Model([frame, action], keras.layers.Dense(1)(h))
-
-
-def train(data: dict[str, Path], held_out: str, epochs: int, path: Path) -> float:
-    """Train on every map of ``data`` but ``held_out`` and save to ``path``; returns the Spearman correlation
-    of the predicted and true distances on ``held_out``."""
+def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path) -> float:
+    """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` and save it to
+    ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
+    correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
     import keras
     from scipy.stats import spearmanr
 
@@ -123,10 +115,15 @@ def train(data: dict[str, Path], held_out: str, epochs: int, path: Path) -> floa
     actions = np.concatenate([actions, actions * np.array([-1, -1, 1], np.float32)])
     distances = np.concatenate([distances, distances])
     keras.utils.set_random_seed(0)
-    net = model()
+    net = build_reach()
     net.compile(keras.optimizers.Adam(1e-3), "huber")
     net.fit([frames, actions], distances, batch_size=256, epochs=epochs, verbose=2, shuffle=True)
-    net.save(path)
+    if path.suffix == ".npz":
+        save_reach(net, path)
+    else:
+        net.save(path)
+    if held_out is None:
+        return float("nan")
     f, a, y = samples(data[held_out])
     return float(spearmanr(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y)[0])
 
@@ -166,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--draws", type=int, default=8, help="draws of the prior the model chooses among")
     ap.add_argument("--jobs", type=int, default=1, help="collections and screen runs at a time")
+    ap.add_argument("--ship", metavar="NPZ", help="instead of the screen, train on every suite map and write the "
+                    "weights the package ships (explorer/agent/reach_doom.npz)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in pool.map(_collect, todo):
             print(f"collected {path}", flush=True)
+    if args.ship:
+        train(data, None, args.epochs, Path(args.ship))
+        print(f"wrote {args.ship}")
+        return 0
     models, fidelity = {m: out / f"model_without_{m}.keras" for m in maps}, {}
     for m in maps:
         if not models[m].exists():

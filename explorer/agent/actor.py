@@ -23,6 +23,7 @@ from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
+from explorer.agent.reach import FRAME, Reach
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, settle, stack_frames
 from explorer.taps import Taps
@@ -104,6 +105,10 @@ class LearningActor:
         self.novelty = novelty
         self.context = context
         self.adder = adder
+        # learner.actions.plan_score = reach: the shipped reach prior scores the planner's candidates
+        self.reach = Reach() if config.actions.plan_candidates and config.actions.plan_score == "reach" else None
+        if self.reach is not None and tuple(obs_shape[1:]) != FRAME:
+            raise ValueError(f"learner.actions.plan_score = reach reads frames of {FRAME}, not {tuple(obs_shape[1:])}")
         self.deterministic = deterministic
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
@@ -125,9 +130,9 @@ class LearningActor:
         spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([context.dim], tf.float32)]
         self._policy: Any = self._outputs if config.eager else tf.function(self._outputs, input_signature=spec)
         self.kept_own: bool | None = None  # the last decision was planned: did it keep the policy's own action?
-        # The model planner scores the policy's own action beside the draws; the critic planner the draws alone
-        # (the actor climbs the critics, so its own action would win nearly every choice).
-        self._own = config.actions.plan_score == "model"
+        # The model and reach planners score the policy's own action beside the draws; the critic planner the
+        # draws alone (the actor climbs the critics, so its own action would win nearly every choice).
+        self._own = config.actions.plan_score in ("model", "reach")
         plan_spec = [tf.TensorSpec([k, h, w, c], tf.uint8), tf.TensorSpec([config.actions.plan_candidates + self._own,
                                                                            self.sticks.dim], tf.float32),
                      tf.TensorSpec([context.dim], tf.float32)]
@@ -142,7 +147,10 @@ class LearningActor:
     def _scores(self, obs: tf.Tensor, actions: tf.Tensor, ctx: tf.Tensor) -> tf.Tensor:
         """``float32[K]``: how far from this episode's memory the planner expects the frame one decision
         on to be, for each of ``actions`` (``float32[K, dim]``, as sent) taken on ``obs`` in context
-        ``ctx``; with ``learner.actions.plan_score = "critic"`` the lower of the twin critics' values instead."""
+        ``ctx``; with ``learner.actions.plan_score = "critic"`` the lower of the twin critics' values instead, and
+        with ``"reach"`` the distance the reach prior expects each to cover from the newest frame."""
+        if self.reach is not None:
+            return self.reach(obs[-1], actions)
         assert self.planner is not None
         encoder, head = self.planner
         features = encoder(stack_frames(obs)[None], training=False)
@@ -159,7 +167,7 @@ class LearningActor:
         """Trace the compiled policy and novelty now, so nothing traces while a game runs."""
         if not self.config.eager:
             self._policy.get_concrete_function()
-            if self.planner is not None:
+            if self.planner is not None or self.reach is not None:
                 self._plan_scores.get_concrete_function()
         self.novelty.warm_up()
 
@@ -212,7 +220,7 @@ class LearningActor:
                     a = self._corrected(np.tanh(mean + np.exp(log_std) * self.noise))
                 else:
                     a = self._corrected(np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0))
-                if self.planner is not None:
+                if self.planner is not None or self.reach is not None:
                     a = self._plan(step, a)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         self.held_steps, self.started = 1, True
@@ -239,7 +247,8 @@ class LearningActor:
         """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
         ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
         this episode's memory (the policy's own while nothing is old enough to compare with); with
-        ``learner.actions.plan_score = "critic"`` the draw alone, without the policy's own, that the critics value most."""
+        ``learner.actions.plan_score = "critic"`` the draw alone, without the policy's own, that the critics value most;
+        with ``"reach"`` the one the reach prior expects to go farthest."""
         draws = self.rng.uniform(-1.0, 1.0, (self.config.actions.plan_candidates, self.sticks.dim)) + self.sticks.prior
         squashed = np.clip(draws, -1.0, 1.0).astype(np.float32)
         if self._own:

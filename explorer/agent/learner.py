@@ -429,8 +429,9 @@ class Learner:
 
     def planner(self) -> tuple[keras.Model, keras.Model] | None:
         """``(encoder, head)`` the actor's planner scores candidates with (``learner.actions.plan_candidates``):
-        the model head, or with ``learner.actions.plan_score = "critic"`` the critics' heads; None without one."""
-        if not self.config.actions.plan_candidates:
+        the model head, or with ``learner.actions.plan_score = "critic"`` the critics' heads; None without one
+        (and with ``"reach"``, whose prior the actor holds itself)."""
+        if not self.config.actions.plan_candidates or self.config.actions.plan_score == "reach":
             return None
         return self.encoder, (self.heads if self.config.actions.plan_score == "critic" else self.model_head)
 

@@ -29,6 +29,7 @@ from explorer.config.schema import (
     MAP_NAME,
     MAX_SEED,
     NOVELTY_CNN_LAYERS,
+    REACH_FRAME,
     ActionsConfig,
     CaptureConfig,
     Config,
@@ -64,7 +65,7 @@ from explorer.config.schema import (
 
 __all__ = [
     "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "HOTKEY_NAMES",
-    "MAP_NAME", "MAX_SEED", "MOVED_KEYS", "NOVELTY_CNN_LAYERS", "ActionsConfig", "CaptureConfig", "Config",
+    "MAP_NAME", "MAX_SEED", "MOVED_KEYS", "NOVELTY_CNN_LAYERS", "REACH_FRAME", "ActionsConfig", "CaptureConfig", "Config",
     "ConfigError", "ControlConfig", "GameConfig", "LearnerConfig", "LiveConfig", "NetworksConfig", "NoveltyConfig",
     "ObservationConfig", "PadButton", "PadConfig", "RecordConfig", "RingConfig", "RunConfig", "ScheduleConfig",
     "capture_overrides", "check_live_turn_rate", "check_recorded_turn_rate", "check_replay", "config_problems",

@@ -402,7 +402,7 @@ class ActionsConfig(_Section):
                               "residual's proposal (residual)")
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
     plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learneractions)")
-    plan_score: Literal["model", "critic"] = Field("model", description="plan_candidates: model: a predicted view's distance from the episode's memory; critic: the critics' value")
+    plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates: model: a predicted view's distance from the episode's memory; critic: the critics' value; reach: the distance the shipped reach prior expects the action to cover (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
@@ -564,6 +564,8 @@ class Config(_Section):
 
 # ---------------------------------------------------------------- checks across keys
 
+#: the frame ``(height, width, channels)`` learner.actions.plan_score = reach reads: the one it was trained on
+REACH_FRAME = (64, 64, 3)
 #: convolutions (kernel 3, stride 2, no padding) of the fixed random CNNs in :mod:`explorer.novelty`
 NOVELTY_CNN_LAYERS = 2
 
@@ -676,6 +678,13 @@ def config_problems(config: Config) -> list[str]:
                         f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
                         f"novelty.signal = episodic, learner.actions.plan_score = critic, or "
                         f"learner.actions.plan_candidates = 0")
+    if plan and learner.actions.plan_score == "reach":
+        shape = (config.observation.height, config.observation.width, 1 if config.observation.grayscale else 3)
+        if shape != REACH_FRAME:
+            problems.append(f"learner.actions.plan_score = reach reads 64 x 64 colour frames, as it was trained, but "
+                            f"observation.height = {shape[0]}, observation.width = {shape[1]} and observation."
+                            f"grayscale = {str(config.observation.grayscale).lower()}: use the default observation, "
+                            f"or another learner.actions.plan_score")
     problems += heading_problems(config)
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):

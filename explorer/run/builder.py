@@ -191,8 +191,8 @@ def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int
     policy_net = build_policy_net(stacked, ctx_dim, lc, encoder, dim)[1]
     if lc.actions.plan_candidates and lc.actions.plan_score == "critic":
         return policy_net, (encoder, build_heads(lc.networks.feature, ctx_dim, lc, lc.seed + 300, "acting_heads", dim))
-    if not lc.actions.plan_candidates or not isinstance(novelty, EpisodicNovelty):
-        return policy_net, None
+    if not lc.actions.plan_candidates or lc.actions.plan_score == "reach" or not isinstance(novelty, EpisodicNovelty):
+        return policy_net, None  # the reach prior is the actor's own (explorer.agent.reach)
     return policy_net, (encoder, build_model_head(lc.networks.feature, lc, int(novelty.embed.output_shape[-1]), dim))
 
 
