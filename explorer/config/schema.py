@@ -402,7 +402,7 @@ class ActionsConfig(_Section):
                               "residual's proposal (residual)")
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
     plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learneractions)")
-    plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates: model: a predicted view's distance from the episode's memory; critic: the critics' value; reach: the distance the shipped reach prior expects the action to cover (docs/config.md#learneractions)")
+    plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates' score: model (next view vs the episode), critic or reach (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
