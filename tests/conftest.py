@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +84,21 @@ def fake_uinput(monkeypatch):
 
     monkeypatch.setattr(vg_lin.VGamepad, "_create_gamepad_uinput_device", create)
     return created
+
+
+@pytest.fixture(scope="session")
+def load_tool():
+    """``load_tool(name)``: the module ``tools/<name>.py``, with ``tools/`` on the path for its own imports of its
+    sibling tools, and registered in ``sys.modules`` so that its process pools find its functions by name."""
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    if str(tools) not in sys.path:
+        sys.path.insert(0, str(tools))
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, tools / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -18,12 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_explore", ROOT / "tools" / "bench_explore.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # so --jobs processes find its functions by name
-    spec.loader.exec_module(module)
-    return module
+def bench(load_tool):
+    return load_tool("bench_explore")
 
 
 def test_reaching_the_goal_early_is_not_punished_by_the_coverage_figure(bench):

@@ -1,21 +1,13 @@
 """tools/novelty_fidelity.py's figures: the same-time correlation sees past an episode's own trend."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def fidelity():
-    spec = importlib.util.spec_from_file_location("novelty_fidelity", ROOT / "tools" / "novelty_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def fidelity(load_tool):
+    return load_tool("novelty_fidelity")
 
 
 def test_a_signal_that_follows_only_the_episodes_trend_scores_on_the_sums_but_not_at_the_same_time(fidelity):

@@ -2,10 +2,7 @@
 engine's diagnostics they read."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,16 +12,10 @@ from explorer.agent.networks import StickRange
 from explorer.config import load
 from explorer.core import Step
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def oracle():
-    sys.path.insert(0, str(ROOT / "tools"))
-    spec = importlib.util.spec_from_file_location("oracle_ceilings", ROOT / "tools" / "oracle_ceilings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def oracle(load_tool):
+    return load_tool("oracle_ceilings")
 
 
 def test_a_path_crosses_a_wall_only_where_it_meets_one(oracle):

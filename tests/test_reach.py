@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from explorer.agent.reach import FRAME, MAX_BYTES, WEIGHTS, Reach, build_reach, load_reach, save_reach
+from explorer.agent.reach import (
+    FRAME,
+    MAX_BYTES,
+    WEIGHTS,
+    Reach,
+    build_reach,
+    load_reach,
+    save_reach,
+)
 from explorer.config import ConfigError, load
 from explorer.core import ExplorerError, Step
 from explorer.run.builder import build_agent

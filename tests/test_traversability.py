@@ -1,23 +1,13 @@
 """tools/traversability.py: its samples (an 8-step distance inside one episode, the mean action over it)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def trav():
-    sys.path.insert(0, str(ROOT / "tools"))
-    spec = importlib.util.spec_from_file_location("traversability", ROOT / "tools" / "traversability.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def trav(load_tool):
+    return load_tool("traversability")
 
 
 def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_episode(trav, tmp_path):
