@@ -108,3 +108,11 @@ def test_the_reach_planner_is_refused_on_frames_it_was_not_trained_on(sets):
     with pytest.raises(ConfigError, match="plan_score = reach reads 64 x 64 colour frames"):
         load(None, ["learner.actions.plan_candidates=4", "learner.actions.plan_score=reach", *sets])
     assert load(None, ["learner.actions.plan_score=reach", *sets])  # no planner (plan_candidates = 0): nothing read
+
+
+def test_the_reach_planner_reads_frames_not_the_critics_encoder():
+    config = load(None, ["learner.actions.plan_candidates=4", "learner.actions.plan_score=reach",
+                         "learner.networks.shared_encoder=false"])
+    assert config.learner.actions.plan_score == "reach"
+    with pytest.raises(ConfigError, match="shared_encoder"):
+        load(None, ["learner.actions.plan_candidates=4", "learner.networks.shared_encoder=false"])

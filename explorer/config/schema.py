@@ -473,7 +473,7 @@ class LearnerConfig(_Section):
     @model_validator(mode="after")
     def _across_groups(self) -> LearnerConfig:
         networks, actions = self.networks, self.actions
-        if actions.plan_candidates and not networks.shared_encoder:
+        if actions.plan_candidates and actions.plan_score != "reach" and not networks.shared_encoder:
             raise ValueError(f"learner.actions.plan_candidates = {actions.plan_candidates} predicts from the critic's "
                              f"encoder, which the actor reads only with learner.networks.shared_encoder = true: set "
                              f"it, or learner.actions.plan_candidates = 0")
