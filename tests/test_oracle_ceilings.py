@@ -99,3 +99,14 @@ def test_the_engine_reports_depth_and_walls_only_to_a_game_built_for_diagnostics
 def test_a_short_run_of_each_agent_gives_a_figure(oracle, agent):
     r = oracle.run(agent, "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",))
     assert r["episodes"] >= 3 and math.isfinite(r["figure"]) and r["figure"] > 0 and r["distinct"] >= 1
+
+
+def test_the_table_divides_suite_averages(oracle):
+    runs = [{"agent": "sticky_prior", "draws": None, "map": "a", "figure": 10.0},
+            {"agent": "sticky_prior", "draws": None, "map": "b", "figure": 100.0},
+            {"agent": "map", "draws": 8, "map": "a", "figure": 20.0},
+            {"agent": "map", "draws": 8, "map": "b", "figure": 100.0}]
+    rows = oracle.table(runs, ["a", "b"]).splitlines()
+    # per map 2.00 and 1.00; the suite average 60.0 against 55.0 (not the mean of the maps' ratios, 1.50)
+    assert rows[-1] == "| map, best of 8 | 20.0 (2.00) | 100.0 (1.00) | 60.0 (1.09) |"
+    assert rows[-2] == "| sticky_prior | 10.0 (1.00) | 100.0 (1.00) | 55.0 (1.00) |"
