@@ -191,7 +191,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         extra.append(f"run.workers={args.workers}")
     if args.address:
         extra.append(f"run.address={quote(args.address)}")
-    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore run")
+    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore run", game=True)
     if config.run.agent == "explorer":
         for warning in config_mod.explore_warnings(config):
             print(f"explorer: {warning}", file=sys.stderr)
@@ -233,7 +233,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.record:
         extra.append(f"record.dir={quote(args.record)}")
     # resumed, the policy acts with the settings it was trained with
-    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run")
+    config = command_config(args.resume, args.config, [*args.overrides, *extra], "an explore, play or replay run",
+                            game=bool(args.game))
     summary = play(config, dry_run=args.dry_run, with_game=args.game, resume=args.resume)
     loop = summary["loop"]
     if not loop["steps"]:  # stopped before its first tick: nothing to report but that

@@ -161,7 +161,8 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_kept(tmp_path, monke
 
 def test_explore_resume_continues_where_it_stopped(tmp_path):
     args = ["--out", str(tmp_path), "--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=40",
-            "--set", "learner.schedule.batch_size=16", "--set", "learner.networks.filters=[8]", "--set", "learner.networks.hidden=32",
+            # a batch of 4 decisions of 8 steps (ViZDoom's learner.action_repeat) comes before step 120
+            "--set", "learner.schedule.batch_size=4", "--set", "learner.networks.filters=[8]", "--set", "learner.networks.hidden=32",
             "--set", "learner.networks.feature=32", "--set", "learner.schedule.replay_mb=8", "--set", "learner.schedule.checkpoint_every=60"]
     assert cli.main(["explore", "--steps", "120", *args]) == 0
     (run,) = list(tmp_path.iterdir())
@@ -177,7 +178,7 @@ def test_explore_resume_continues_where_it_stopped(tmp_path):
 
 
 def test_resumes_that_cannot_work_are_one_line_and_change_nothing(tmp_path, capsys):
-    small = ["--no-progress", "--set", "learner.schedule.warmup_steps=20", "--set", "learner.schedule.batch_size=8", "--set",
+    small = ["--no-progress", "--set", "learner.action_repeat=1", "--set", "learner.schedule.warmup_steps=20", "--set", "learner.schedule.batch_size=8", "--set",
              "learner.networks.filters=[4]", "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16"]
 
     def files(run):

@@ -184,7 +184,8 @@ def test_a_threaded_learner_with_a_ratio_trains_up_to_what_the_schedule_allows_a
 
 # ---------------------------------------------------------------- the modes train by the schedule
 
-EXPLORE = ["--no-progress", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=30",
+# one decision per step (ViZDoom's own learner.action_repeat = 8 would put the first batch past these short runs)
+EXPLORE = ["--no-progress", "--set", "learner.action_repeat=1", "--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_steps=30",
            "--set", "learner.schedule.update_every=4", "--set", "learner.schedule.batch_size=8", "--set", "learner.networks.filters=[4]",
            "--set", "learner.networks.hidden=16", "--set", "learner.networks.feature=16", "--set", "learner.schedule.replay_mb=2"]
 

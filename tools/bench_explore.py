@@ -317,7 +317,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
         sets += ["run.agent=explorer", *overrides, f"learner.schedule.update_every={NEVER}"]
     else:
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
-    config = load(None, sets)
+    config = load(None, sets, game=True)  # the settings the game brings, as explorer explore takes them
     summary = explore(config, progress=False, actor=agent)
     if summary["steps"] < steps:  # a stopped run is not a result: --resume runs it again
         from explorer.run.safety import signal_number
@@ -666,7 +666,7 @@ def _bench(args: argparse.Namespace) -> int:
     if threads:
         args.overrides.append(f"run.threads=[{threads},{threads}]")
     maps = args.maps or (list(GYM_MAPS) if args.gym else list(MAPS) if args.suite else ["my_way_home"])
-    load(None, args.overrides)  # a wrong --set is said now, not by each run
+    load(None, args.overrides, game=True)  # a wrong --set is said now, not by each run
     out = Path(args.out)
     _make_out(out)
     tasks = [(name, seed, args.steps, args.overrides, out, map_name)

@@ -92,7 +92,7 @@ def run_explorer(seconds: float, overrides: list[str], out: str, rss_after: floa
     from explorer.run.play import play
     config = load(None, [f"run.dir={out!r}", "control.countdown_s=0", f"control.max_seconds={seconds}",
                          "capture.source=window", "capture.window_title=vizdoom", "game.realtime=true",
-                         "game.visible=true", *overrides])
+                         "game.visible=true", *overrides], game=True)  # as explorer play --game takes them
     with MemorySampler() as mem:
         summary = play(config, with_game=True)
     summary["memory"] = mem.figures(skip_s=min(rss_after, seconds / 4))

@@ -25,6 +25,7 @@ from explorer.config.schema import (
     ENGINE_CVARS,
     ENGINE_FLAGS,
     ENGINE_NUMBER_FLAGS,
+    GAME_DEFAULTS,
     HOTKEY_NAMES,
     MAP_NAME,
     MAX_SEED,
@@ -55,6 +56,7 @@ from explorer.config.schema import (
     engine_args,
     explore_warnings,
     frame_shape,
+    game_defaults,
     hotkey_name,
     replay_problems,
     replay_slots,
@@ -64,12 +66,12 @@ from explorer.config.schema import (
 )
 
 __all__ = [
-    "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "HOTKEY_NAMES",
+    "DERIVED_SEEDS", "ENGINE_ARGS_ALLOWED", "ENGINE_CVARS", "ENGINE_FLAGS", "ENGINE_NUMBER_FLAGS", "GAME_DEFAULTS", "HOTKEY_NAMES",
     "MAP_NAME", "MAX_SEED", "MOVED_KEYS", "NOVELTY_CNN_LAYERS", "REACH_FRAME", "ActionsConfig", "CaptureConfig", "Config",
     "ConfigError", "ControlConfig", "GameConfig", "LearnerConfig", "LiveConfig", "NetworksConfig", "NoveltyConfig",
     "ObservationConfig", "PadButton", "PadConfig", "RecordConfig", "RingConfig", "RunConfig", "ScheduleConfig",
     "capture_overrides", "check_live_turn_rate", "check_recorded_turn_rate", "check_replay", "config_problems",
-    "conv_layers_fitting", "dump", "engine_args", "explore_warnings", "frame_shape", "hotkey_name", "load",
+    "conv_layers_fitting", "dump", "engine_args", "explore_warnings", "frame_shape", "game_defaults", "hotkey_name", "load",
     "missing_keys", "quote", "read_config_text", "render_toml", "replay_problems", "replay_slots",
     "replay_warnings", "toml_literal", "tomllib", "turn_rate", "worker_problems",
 ]

@@ -24,7 +24,7 @@ else:  # pragma: no cover
 
 import tomli_w
 
-from explorer.config.schema import Config, ConfigError
+from explorer.config.schema import Config, ConfigError, game_defaults
 
 
 def quote(text: str) -> str:
@@ -165,7 +165,7 @@ ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_r
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
-         base: Config | None = None, *, run_file: bool = False) -> Config:
+         base: Config | None = None, *, run_file: bool = False, game: bool = False) -> Config:
     """Load a config: defaults (or ``base``), then the TOML file, then overrides.
 
     Settings given under their old keys (:data:`MOVED_KEYS`: ``warmup_steps`` of ``[learner]``) load as their
@@ -179,6 +179,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
       run_file: ``path`` is a run directory's own ``config.toml``, written by explorer (an older one
         wrote the old keys): its old keys load without a word, and a setting it lacks
         (:data:`ADDED_SETTINGS`) takes the value the code that wrote it ran with.
+      game: the command plays the built-in game ``game.name`` names (``explorer explore``, ``explorer play
+        --game``): the settings that game brings (:func:`~explorer.config.schema.game_defaults`) replace the
+        defaults of those the file and the overrides leave unset.
 
     Returns:
       The validated, frozen :class:`Config`.
@@ -208,6 +211,8 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     for keypath, value in _moved([kv for text in overrides for kv in _override(text)], "--set"):
         _merge(tree, keypath, value, "--set")
         origins[".".join(keypath)] = "--set"
+    if game and base is None:
+        _game_defaults(tree, origins)
     kinds = _kind_problems(tree, origins)
     if kinds:
         raise ConfigError("invalid configuration: " + kinds[0] if len(kinds) == 1
@@ -238,6 +243,21 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
             raise ConfigError(f"invalid configuration: {lines[0]}") from None
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     return config
+
+
+def _game_defaults(tree: dict[str, Any], origins: dict[str, str]) -> None:
+    """Merge into ``tree`` the settings its game brings that no source set (values of a wrong type leave
+    the game's settings out: validation names them)."""
+    game, obs = tree.get("game", {}), tree.get("observation", {})
+    try:
+        frame = (int(obs["height"]), int(obs["width"]), 1 if obs["grayscale"] is True else 3)
+        brought = game_defaults(str(game["name"]), frame)
+    except (KeyError, TypeError, ValueError):
+        return
+    for key, value in brought.items():
+        if key not in origins:
+            _merge(tree, key.split("."), value, f"game.name = {game['name']}")
+            origins[key] = f"the defaults of game.name = {game['name']}"
 
 
 def _origin(key: str, origins: dict[str, str]) -> str:

@@ -401,8 +401,8 @@ class ActionsConfig(_Section):
     option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
                               "residual's proposal (residual)")
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
-    plan_candidates: int = Field(0, ge=0, le=256, description="random actions a one-step novelty planner scores per decision, 0-256; 0: off (docs/config.md#learneractions)")
-    plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates' score: model (next view vs the episode), critic or reach (docs/config.md#learneractions)")
+    plan_candidates: int = Field(0, ge=0, le=256, description="actions a one-step planner scores per decision, 0-256; 0: off (ViZDoom: 8, docs/config.md#game)")
+    plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates' score: model, critic or reach (ViZDoom: reach) (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
@@ -450,7 +450,7 @@ class LearnerConfig(_Section):
     algo: Literal["sac", "td3"] = Field("sac", description="sac: squashed Gaussian with learned entropy weight; td3: deterministic actor plus noise")
     gamma: float = Field(0.97, gt=0, lt=1, description="discount per agent step")
     n_step: int = Field(5, ge=1, description="decisions of novelty summed before bootstrapping (n-step TD)")
-    action_repeat: int = Field(1, ge=1, description="agent steps each decision of the actor is held for; a replayed transition is one decision")
+    action_repeat: int = Field(1, ge=1, description="agent steps each actor decision is held for, a replayed transition (ViZDoom: 8, docs/config.md#game)")
     actor_lr: float = Field(3e-4, gt=0, description="actor Adam step size")
     critic_lr: float = Field(3e-4, gt=0, description="critic Adam step size")
     alpha_lr: float = Field(3e-4, gt=0, description="SAC entropy-weight Adam step size")
@@ -566,6 +566,29 @@ class Config(_Section):
 
 #: the frame ``(height, width, channels)`` learner.actions.plan_score = reach reads: the one it was trained on
 REACH_FRAME = (64, 64, 3)
+
+#: What a built-in game brings: settings that default to other values when a command plays that game
+#: (``explorer explore``, ``explorer play --game``, the benchmarks) and the run's own file or command line
+#: leaves them unset. ViZDoom ships a reach prior (:mod:`explorer.agent.reach`, trained offline on the
+#: public suite's pictures): the actor holds each decision 8 steps, and every decision sends whichever of
+#: its own action and 8 draws of the prior the reach prior expects to go farthest. A run writes the values
+#: it used into its ``config.toml``, so ``--resume``, ``--evaluate`` and ``play --resume`` see them.
+GAME_DEFAULTS: dict[str, dict[str, Any]] = {
+    "vizdoom": {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
+                "learner.actions.plan_score": "reach"},
+}
+
+
+def game_defaults(game: str, frame: tuple[int, int, int]) -> dict[str, Any]:
+    """The settings ``game`` brings (:data:`GAME_DEFAULTS`) for observation frames ``(H, W, C)``.
+
+    The reach prior reads the frames it was trained on (:data:`REACH_FRAME`); with other frames the game
+    brings nothing, and its settings keep the schema's defaults.
+    """
+    brought = GAME_DEFAULTS.get(game, {})
+    if brought.get("learner.actions.plan_score") == "reach" and tuple(frame) != REACH_FRAME:
+        return {}
+    return dict(brought)
 #: convolutions (kernel 3, stride 2, no padding) of the fixed random CNNs in :mod:`explorer.novelty`
 NOVELTY_CNN_LAYERS = 2
 

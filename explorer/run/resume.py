@@ -114,7 +114,7 @@ def refuse_policy_changes(run_dir: str | Path, trained: Config, config: Config, 
 
 
 def command_config(resume: str | Path | None, config_file: str | Path | None, overrides: list[str], runs: str,
-                   flag: str = "--resume") -> Config:
+                   flag: str = "--resume", *, game: bool = False) -> Config:
     """A command's settings: :func:`resumed_config` of the run ``resume`` names, or without one the defaults,
     then ``config_file``, then ``overrides``.
 
@@ -124,10 +124,12 @@ def command_config(resume: str | Path | None, config_file: str | Path | None, ov
       overrides: ``--set`` and the command's own options, merged last.
       runs: the kinds of run the command resumes, for the messages (see :func:`resumed_config`).
       flag: the option that named ``resume``, for the messages.
+      game: the command plays the built-in game: a new run takes the settings it brings
+        (:data:`~explorer.config.schema.GAME_DEFAULTS`) where nothing sets them; a resumed run has its own.
     """
     if resume:
         return resumed_config(resume, config_file, overrides, runs, flag)
-    return config_mod.load(config_file, overrides)
+    return config_mod.load(config_file, overrides, game=game)
 
 
 def checkpoint_config(checkpoint: str | Path) -> Path | None:
