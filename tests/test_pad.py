@@ -126,10 +126,10 @@ def test_sigterm_leaves_the_sticks_neutral(tmp_path):
 
 def test_watchdog_centres_a_stalled_pad():
     pad = RecordingPad()
+    pad.send(np.ones(4))
+    # Started after the send and not fed until the stall is seen: however slow the machine, one stall, one trip.
     dog = Watchdog(pad, timeout_s=0.1).start()
     try:
-        pad.send(np.ones(4))
-        dog.feed()
         deadline = time.monotonic() + 300  # only a guard against a hang: it waits for the trip
         while not pad.is_neutral and time.monotonic() < deadline:
             time.sleep(0.01)
