@@ -2,6 +2,8 @@
 file from bringing anything but arrays, and the planner that sends the candidate it expects to go farthest."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,7 +18,7 @@ from explorer.agent.reach import (
     save_reach,
 )
 from explorer.config import ConfigError, load
-from explorer.core import ExplorerError, Step
+from explorer.core import ExplorerError, Step, settle
 from explorer.run.builder import build_agent
 
 
@@ -116,3 +118,89 @@ def test_the_reach_planner_reads_frames_not_the_critics_encoder():
     assert config.learner.actions.plan_score == "reach"
     with pytest.raises(ConfigError, match="shared_encoder"):
         load(None, ["learner.actions.plan_candidates=4", "learner.networks.shared_encoder=false"])
+
+
+def test_plan_from_policy_samples_that_many_candidates_from_the_policy_and_the_rest_from_the_prior():
+    base = load(None, ["learner.actions.plan_candidates=5", "learner.actions.plan_from_policy=2",
+                       "learner.actions.plan_score=reach", "learner.schedule.warmup_steps=0",
+                       "learner.networks.filters=[8]", "learner.networks.hidden=32", "learner.networks.feature=32",
+                       "learner.schedule.replay_mb=8", "observation.stack=1"])
+    agent = build_agent(base, FRAME)
+    actor, seen = agent.actor, {}
+    scores = actor._plan_scores
+
+    def spy(obs, actions, ctx):
+        seen["actions"] = actions.numpy()
+        return scores(obs, actions, ctx)
+
+    actor._plan_scores = spy
+    obs = tf.constant(np.random.default_rng(1).integers(0, 256, (1, *FRAME), dtype=np.uint8))
+    rng = copy.deepcopy(actor.rng)
+    actor.act(Step(obs, first=True))
+    dim = actor.sticks.dim
+    rng.normal(size=dim)  # the decision's exploration noise
+    draws = np.clip(rng.uniform(-1.0, 1.0, (3, dim)) + actor.sticks.prior, -1.0, 1.0)
+    mean, log_std = actor.policy(obs, actor.last_ctx)
+    samples = np.tanh(mean + np.exp(log_std) * rng.normal(size=(2, dim)))
+    expected = np.stack([settle(actor.sticks(x.astype(np.float32)), actor.sticks.buttons) for x in [*draws, *samples]])
+    assert seen["actions"].shape == (6, 5)  # the policy's own, 3 draws of the prior and 2 samples of the policy
+    np.testing.assert_allclose(seen["actions"][1:], expected, atol=1e-5)
+    with pytest.raises(ConfigError, match="plan_from_policy = 6 samples more"):
+        load(None, ["learner.actions.plan_candidates=5", "learner.actions.plan_from_policy=6"])
+
+
+def test_the_reach_embedding_gives_the_novelty_the_prior_s_picture_features():
+    from explorer.agent.novelty import make_novelty
+    from explorer.agent.reach import reach_features
+    from explorer.config import NoveltyConfig
+
+    n = make_novelty(NoveltyConfig(signal="episodic", embedding="reach", knn=1, exclude_recent=0), FRAME, stack=1)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (2, *FRAME), dtype=np.uint8)
+    np.testing.assert_allclose(n.embed(frames).numpy(), reach_features()(frames).numpy(), atol=1e-6)
+    first, other = tf.constant(frames[0]), tf.constant(frames[1])
+    n.reset(first)
+    a = tf.zeros([4])
+    assert float(n.reward(first, a, other)) > 0  # the first frame is in memory: another picture is novel
+    assert float(n.reward(first, a, other)) < 1e-3  # and the same one again is not
+    with pytest.raises(ConfigError, match="novelty.embedding = reach reads 64 x 64 colour frames"):
+        load(None, ["novelty.embedding=reach", "observation.grayscale=true"])
+
+
+def test_replan_below_ends_a_held_decision_the_newer_frame_expects_to_go_nowhere():
+    base = load(None, ["learner.actions.plan_candidates=5", "learner.actions.plan_score=reach",
+                       "learner.action_repeat=8", "learner.actions.replan_below=0.5", "learner.schedule.warmup_steps=0",
+                       "learner.networks.filters=[8]", "learner.networks.hidden=32", "learner.networks.feature=32",
+                       "learner.schedule.replay_mb=8", "observation.stack=1"])
+    actor = build_agent(base, FRAME).actor
+    bounds = []
+    record = actor.record
+
+    def spy(step, action, next_step, starts, ends):
+        bounds.append((starts, ends))
+        return record(step, action, next_step, starts, ends)
+
+    actor.record = spy
+    start = Step(tf.constant(np.random.default_rng(1).integers(0, 256, (1, *FRAME), dtype=np.uint8)), first=True)
+    action = actor.act(start)
+    chosen = actor.held_reach
+    same = Step(start.obs)  # the same picture: still as far to go, the hold goes on
+    assert float(actor._held_score(same.obs[-1], tf.constant(actor.held[None]))[0]) == pytest.approx(chosen)
+    actor.observe(start, action, same)
+    assert bounds[-1] == (True, False)
+    actor.act(same)
+    assert not actor.started and actor.held_steps == 2
+    wall = Step(tf.zeros((1, *FRAME), tf.uint8))  # a picture the prior expects to go less than half as far from
+    assert float(actor._held_score(wall.obs[-1], tf.constant(actor.held[None]))[0]) < 0.5 * chosen
+    actor.observe(same, action, wall)
+    assert bounds[-1] == (False, True)  # the decision ends here for learning too
+    actor.act(wall)
+    assert actor.started and actor.held_steps == 1  # and the next step decides anew
+
+
+def test_replan_below_without_the_reach_planner_is_refused():
+    with pytest.raises(ConfigError, match="replan_below = 0.5 asks the reach prior"):
+        load(None, ["learner.actions.replan_below=0.5", "learner.actions.plan_score=model",
+                    "learner.actions.plan_candidates=4"])
+    with pytest.raises(ConfigError, match="replan_below = 0.5 asks the reach prior"):
+        load(None, ["learner.actions.replan_below=0.5"])

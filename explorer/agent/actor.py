@@ -137,6 +137,14 @@ class LearningActor:
                                                                            self.sticks.dim], tf.float32),
                      tf.TensorSpec([context.dim], tf.float32)]
         self._plan_scores: Any = self._scores if config.eager else tf.function(self._scores, input_signature=plan_spec)
+        # learner.actions.replan_below: what the reach prior expected of the held decision when it chose it, and
+        # whether a newer frame has cut the hold short
+        self.held_reach: float | None = None
+        self.cut = False
+        held_spec = [tf.TensorSpec([h, w, c], tf.uint8), tf.TensorSpec([1, self.sticks.dim], tf.float32)]
+        self._held_score: Any = None
+        if self.reach is not None and config.actions.replan_below:
+            self._held_score = self.reach if config.eager else tf.function(self.reach.__call__, input_signature=held_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Ring frames to pre-tanh mean and log-std, in one compiled call."""
@@ -169,6 +177,8 @@ class LearningActor:
             self._policy.get_concrete_function()
             if self.planner is not None or self.reach is not None:
                 self._plan_scores.get_concrete_function()
+            if self._held_score is not None:
+                self._held_score.get_concrete_function()
         self.novelty.warm_up()
 
     def set_weights(self, weights: list[np.ndarray]) -> None:
@@ -198,10 +208,11 @@ class LearningActor:
             self.option_left = 0
             self.taps.reset()
         self.last_ctx = self.context.value()
-        if self.held is not None and self.held_steps < c.action_repeat:
+        if self.held is not None and self.held_steps < c.action_repeat and not self.cut:
             self.held_steps += 1
             self.started = False
             return self.taps(self.held.copy())
+        self.held_reach = None
         if self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
             a = self._corrected(np.tanh(mean))
@@ -221,9 +232,9 @@ class LearningActor:
                 else:
                     a = self._corrected(np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0))
                 if self.planner is not None or self.reach is not None:
-                    a = self._plan(step, a)
+                    a = self._plan(step, a, mean, log_std)
         self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
-        self.held_steps, self.started = 1, True
+        self.held_steps, self.started, self.cut = 1, True, False
         return self.taps(self.held.copy())
 
     def _proposal(self) -> np.ndarray:
@@ -243,18 +254,31 @@ class LearningActor:
         """The newest frame of ``step`` when the context reads frames (``learner.networks.view_strips``)."""
         return step.obs[-1].numpy() if self.context.view is not None else None
 
-    def _plan(self, step: Step, own: np.ndarray) -> np.ndarray:
+    def _plan(self, step: Step, own: np.ndarray, mean: np.ndarray, log_std: np.ndarray) -> np.ndarray:
         """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
         ``sticky_prior`` draws them), whose frame one decision on the planner expects farthest from
         this episode's memory (the policy's own while nothing is old enough to compare with); with
         ``learner.actions.plan_score = "critic"`` the draw alone, without the policy's own, that the critics value most;
-        with ``"reach"`` the one the reach prior expects to go farthest."""
-        draws = self.rng.uniform(-1.0, 1.0, (self.config.actions.plan_candidates, self.sticks.dim)) + self.sticks.prior
+        with ``"reach"`` the one the reach prior expects to go farthest. ``learner.actions.plan_from_policy`` of
+        the draws are samples of the policy (``mean``, ``log_std``) instead: learning moves the candidates the
+        planner filters, and the prior's draws keep it no narrower than ``sticky_prior``."""
+        c = self.config.actions
+        draws = self.rng.uniform(-1.0, 1.0, (c.plan_candidates - c.plan_from_policy, self.sticks.dim)) + self.sticks.prior
         squashed = np.clip(draws, -1.0, 1.0).astype(np.float32)
+        if c.plan_from_policy:
+            eps = self.rng.normal(size=(c.plan_from_policy, self.sticks.dim))
+            if self.config.algo == "sac":
+                sampled = np.tanh(np.asarray(mean) + np.exp(np.asarray(log_std)) * eps)
+            else:
+                sampled = np.clip(np.tanh(np.asarray(mean)) + self.config.td3_noise * eps, -1.0, 1.0)
+            squashed = np.concatenate([squashed, sampled.astype(np.float32)])
         if self._own:
             squashed = np.concatenate([own[None], squashed])
         sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
-        best = int(np.argmax(self._plan_scores(step.obs, tf.constant(sent), tf.constant(self.last_ctx)).numpy()))
+        scores = self._plan_scores(step.obs, tf.constant(sent), tf.constant(self.last_ctx)).numpy()
+        best = int(np.argmax(scores))
+        if self._held_score is not None:
+            self.held_reach = float(scores[best])
         if self._own:
             self.kept_own = best == 0
         return squashed[best]
@@ -271,6 +295,13 @@ class LearningActor:
     def observe(self, step: Step, action: np.ndarray | None, next_step: Step) -> dict[str, float]:
         """Score ``next_step``'s novelty, advance the context, and hand the step to the adder."""
         ends = self.held_steps >= self.config.action_repeat
+        if not ends and self.held_reach is not None and not (next_step.first or next_step.last):
+            # learner.actions.replan_below: a held decision the newer frame no longer expects to go anywhere
+            # (a wall the reach prior did not see coming) ends here, and the next step decides anew
+            assert self.held is not None
+            now = float(self._held_score(next_step.obs[-1], tf.constant(self.held[None]))[0])
+            if now < self.config.actions.replan_below * self.held_reach:
+                self.cut = ends = True
         metrics = self.record(step, action, next_step, starts=self.started, ends=ends)
         if self.started and self.kept_own is not None:  # a planned decision: the share that kept the policy's
             metrics["plan_kept_own"] = float(self.kept_own)

@@ -365,6 +365,11 @@ class EpisodicNovelty(Novelty):
                  action_dim: int = N_AXES, turn_rate: float = 0.0):
         if config.embedding == "histogram":
             self.embed = histogram_embedding(tuple(frame_shape), config.histogram_bins, name="episodic_embed")
+        elif config.embedding == "reach":  # the reach prior's picture features: how open the view is, which way
+            from explorer.agent.reach import FRAME, reach_features
+            if tuple(frame_shape) != FRAME:
+                raise ValueError(f"novelty.embedding = reach reads frames of {FRAME}, not {tuple(frame_shape)}")
+            self.embed = reach_features()
         else:
             self.embed = random_cnn(tuple(frame_shape), config.seed, config.embed_dim,
                                     pooled=config.embedding == "pooled", name="episodic_embed")

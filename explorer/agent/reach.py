@@ -92,6 +92,17 @@ def load_reach(path: str | Path = WEIGHTS) -> keras.Model:
     return model
 
 
+def reach_features(model: keras.Model | None = None) -> keras.Model:
+    """The reach prior's picture half: frame ``uint8[64, 64, 3]`` to the 64 features its distance is judged from
+    (how open the view is, and which way), a fixed embedding for the episodic novelty
+    (``novelty.embedding = "reach"``). ``model`` is :func:`load_reach`'s (by default the shipped weights)."""
+    model = model if model is not None else load_reach()
+    frame = model.inputs[0]
+    flat = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
+    dense = next(layer for layer in model.layers if isinstance(layer, keras.layers.Dense) and layer.input is flat.output)
+    return keras.Model(frame, dense.output, name="reach_features")
+
+
 class Reach:
     """Scores candidate actions by the distance the reach prior expects each to cover from a frame.
 

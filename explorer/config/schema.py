@@ -330,8 +330,8 @@ class NoveltyConfig(_Section):
 
     signal: Literal["episodic", "rnd", "forward", "pixel", "oracle"] = Field(
         "episodic", description="episodic (kNN, Never Give Up), rnd, forward, pixel, or oracle (a diagnosis) (docs/config.md#novelty)")
-    embedding: Literal["histogram", "pooled", "random", "inverse", "temporal"] = Field(
-        "histogram", description="episodic embedding: histogram, pooled, random, inverse or temporal (docs/config.md#novelty)")
+    embedding: Literal["histogram", "pooled", "random", "inverse", "temporal", "reach"] = Field(
+        "histogram", description="episodic embedding: histogram, pooled, random, inverse, temporal or reach (docs/config.md#novelty)")
     embed_dim: int = Field(64, gt=0, description="embedding width, features (random, inverse, temporal)")
     histogram_bins: int = Field(6, ge=2, le=16, description="histogram: bins per colour channel, 2-16 (6 on colour frames: 216 bins)")
     episodic_reward: Literal["distance", "new_place"] = Field(
@@ -403,6 +403,11 @@ class ActionsConfig(_Section):
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
     plan_candidates: int = Field(0, ge=0, le=256, description="actions a one-step planner scores per decision, 0-256; 0: off (ViZDoom: 8, docs/config.md#game)")
     plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates' score: model, critic or reach (ViZDoom: reach) (docs/config.md#learneractions)")
+    plan_from_policy: int = Field(0, ge=0, le=256, description="of plan_candidates, how many are samples of the "
+                                  "policy instead of draws of the prior (docs/config.md#learneractions)")
+    replan_below: float = Field(0.0, ge=0, lt=1, description="plan_score = reach: end a held decision early when, "
+                                "from a newer frame, the held action is expected to go less than this share of what "
+                                "it was expected to when chosen, 0-1; 0: off (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
@@ -417,6 +422,15 @@ class ActionsConfig(_Section):
                 raise ValueError(f"learner.actions.action_prior.{i} ({axis}) = {prior} must lie strictly between "
                                  f"learner.actions.action_low.{i} = {low} and learner.actions.action_high.{i} = "
                                  f"{high}; move the prior inside the range or widen the range")
+        if self.plan_from_policy > self.plan_candidates:
+            raise ValueError(f"learner.actions.plan_from_policy = {self.plan_from_policy} samples more of the planner's "
+                             f"candidates from the policy than learner.actions.plan_candidates = "
+                             f"{self.plan_candidates} it has: lower it to {self.plan_candidates} or less")
+        if self.replan_below and not (self.plan_candidates and self.plan_score == "reach"):
+            raise ValueError(f"learner.actions.replan_below = {self.replan_below} asks the reach prior whether a held "
+                             f"decision still goes somewhere, but the planner is not the reach prior "
+                             f"(plan_candidates = {self.plan_candidates}, plan_score = {self.plan_score}): set "
+                             f"learner.actions.plan_score = reach with plan_candidates > 0, or replan_below = 0")
         if self.residual and (self.plan_candidates or self.random_options):
             raise ValueError(f"learner.actions.residual = {self.residual} is the actor's only way to vary its prior: "
                              f"it needs learner.actions.plan_candidates = 0 and learner.actions.random_options = 0")
@@ -681,7 +695,7 @@ def config_problems(config: Config) -> list[str]:
                         f"{min(h, w)} or less")
     if novelty.signal in ("rnd", "forward"):
         cnn, instead = f"novelty.signal = {novelty.signal}", "novelty.signal = pixel or episodic"
-    elif novelty.signal == "episodic" and novelty.embedding != "histogram":
+    elif novelty.signal == "episodic" and novelty.embedding not in ("histogram", "reach"):
         cnn, instead = f"novelty.embedding = {novelty.embedding}", "novelty.embedding = histogram"
     else:
         cnn = instead = ""
@@ -708,6 +722,13 @@ def config_problems(config: Config) -> list[str]:
                             f"observation.height = {shape[0]}, observation.width = {shape[1]} and observation."
                             f"grayscale = {str(config.observation.grayscale).lower()}: use the default observation, "
                             f"or another learner.actions.plan_score")
+    if novelty.signal == "episodic" and novelty.embedding == "reach":
+        shape = (config.observation.height, config.observation.width, 1 if config.observation.grayscale else 3)
+        if shape != REACH_FRAME:
+            problems.append(f"novelty.embedding = reach reads 64 x 64 colour frames, as the reach prior was trained, "
+                            f"but observation.height = {shape[0]}, observation.width = {shape[1]} and observation."
+                            f"grayscale = {str(config.observation.grayscale).lower()}: use the default observation, "
+                            f"or another novelty.embedding")
     problems += heading_problems(config)
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
