@@ -161,7 +161,8 @@ def _override(text: str) -> list[tuple[list[str], Any]]:
 
 #: settings added after runs were written, each with the value that reproduces a run written before it
 #: existed (a run directory's ``config.toml`` holds every setting, so one without the key is older)
-ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_rate": 0.0}
+ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_rate": 0.0,
+                                 "learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0}
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -353,13 +354,16 @@ def _origins_of(text: str, origins: dict[str, str]) -> str:
                      for o, keys in by_origin.items() if keys)
 
 
-def missing_keys(path: str | Path) -> dict[str, Any]:
+def missing_keys(path: str | Path, worth_telling: bool = False) -> dict[str, Any]:
     """Settings a run's TOML file does not set (written by an older version, say), with the values
     ``load(path, run_file=True)`` gives them: today's defaults, or for :data:`ADDED_SETTINGS` the value the
-    older code ran with; a setting the file gives under its old key (:data:`MOVED_KEYS`) is set."""
+    older code ran with; a setting the file gives under its old key (:data:`MOVED_KEYS`) is set.
+    ``worth_telling`` leaves out the added settings whose older value is also today's default: the run goes
+    on as it ran and as a new one would, so there is nothing to tell."""
     flat = [(key.split("."), value) for key, value in _flatten(_parse_file(Path(path))).items()]
     given = {".".join(keypath) for keypath, _ in _moved(flat, str(path), quiet=True)}
-    return {k: ADDED_SETTINGS.get(k, v) for k, v in _flatten(Config().to_dict()).items() if k not in given}
+    return {k: ADDED_SETTINGS.get(k, v) for k, v in _flatten(Config().to_dict()).items()
+            if k not in given and not (worth_telling and k in ADDED_SETTINGS and ADDED_SETTINGS[k] == v)}
 
 
 def _known_keys(section: str) -> list[str]:

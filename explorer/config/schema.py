@@ -403,11 +403,10 @@ class ActionsConfig(_Section):
     residual: float = Field(0.0, ge=0, le=2, description="scale of the actor's correction to a sticky_prior proposal, 0-2; 0: off (docs/config.md#learneractions)")
     plan_candidates: int = Field(0, ge=0, le=256, description="actions a one-step planner scores per decision, 0-256; 0: off (ViZDoom: 8, docs/config.md#game)")
     plan_score: Literal["model", "critic", "reach"] = Field("model", description="plan_candidates' score: model, critic or reach (ViZDoom: reach) (docs/config.md#learneractions)")
-    plan_from_policy: int = Field(0, ge=0, le=256, description="of plan_candidates, how many are samples of the "
-                                  "policy instead of draws of the prior (docs/config.md#learneractions)")
-    replan_below: float = Field(0.0, ge=0, lt=1, description="plan_score = reach: end a held decision early when, "
-                                "from a newer frame, the held action is expected to go less than this share of what "
-                                "it was expected to when chosen, 0-1; 0: off (docs/config.md#learneractions)")
+    plan_from_policy: int = Field(0, ge=0, le=256, description="plan_candidates drawn from the policy, not the "
+                                  "prior (docs/config.md#learneractions)")
+    replan_below: float = Field(0.0, ge=0, lt=1, description="reach: end a hold expected to go under this share "
+                                "of its first reach (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 

@@ -65,7 +65,7 @@ def resumed_config(run_dir: str | Path, config_file: str | Path | None, override
 
     trained, dropped = without_places(run_settings(run_dir, runs, flag))  # the file picks no place outside the run
     run_config = Path(run_dir) / "config.toml"
-    newer = config_mod.missing_keys(run_config)
+    newer = config_mod.missing_keys(run_config, worth_telling=True)
     if newer:
         print(f"explorer: {run_config} predates settings it does not set, which take today's defaults or, where "
               "those changed what a run does, what its code ran with: "
