@@ -488,3 +488,26 @@ def test_report_counts_a_result_of_an_older_rule_again_from_its_run_or_refuses_i
     with pytest.raises(SystemExit, match=r"run 0 of .*results.json is not a result of bench_explore \(missing or "
                                          r"wrong: coverage_rule\)"):
         bench.main(["--report", str(folder), "--out", str(tmp_path / "out")])
+
+
+def test_reach_held_out_plays_each_map_with_the_prior_never_trained_on_it(bench, tmp_path, capsys):
+    from explorer.agent import reach
+
+    shipped = reach.WEIGHTS
+    priors = tmp_path / "priors"
+    priors.mkdir()
+    common = ["--maps", "my_way_home", "--steps", "60", "--seeds", "0", "--agents", "frozen",
+              "--set", "game.episode_steps=30", "--reach-held-out", str(priors)]
+    assert bench.main([*common, "--out", str(tmp_path / "a")]) == 2
+    assert "reach_without_my_way_home.npz is missing" in capsys.readouterr().err
+    (priors / "reach_without_my_way_home.npz").write_bytes(b"not an archive")  # read by the run: refused
+    assert bench.main([*common, "--out", str(tmp_path / "b")]) == 1
+    assert "reach_without_my_way_home.npz are not the model's" in capsys.readouterr().err
+    reach.save_reach(reach.build_reach(), priors / "reach_without_my_way_home.npz")
+    assert bench.main([*common, "--out", str(tmp_path / "c")]) == 0
+    (result,) = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert result["reach_weights"] == str((priors / "reach_without_my_way_home.npz").resolve())
+    assert reach.WEIGHTS == shipped and bench.HELD_OUT not in os.environ  # nothing left behind
+    # the same run with the shipped prior is another run: --resume does not take one for the other
+    assert bench.main([*common[:-2], "--out", str(tmp_path / "c"), "--resume"]) == 0
+    assert "resuming: 0 of 1 runs" in capsys.readouterr().out

@@ -282,11 +282,22 @@ def _recorded_overrides(agent_name: str, overrides: list[str]) -> list[str]:
     return _game_sets(overrides) if agent_name in ("uniform", "sticky", "original") else list(overrides)
 
 
+#: the environment variable by which ``--reach-held-out`` reaches the ``--jobs`` processes
+HELD_OUT = "EXPLORER_BENCH_REACH_HELD_OUT"
+
+
+def reach_weights(map_name: str) -> str | None:
+    """The reach prior's weights a run on ``map_name`` plays with under ``--reach-held-out`` (None: the shipped)."""
+    folder = os.environ.get(HELD_OUT)
+    return str(Path(folder) / f"reach_without_{map_name}.npz") if folder and map_name in MAPS else None
+
+
 def _done(result: dict, task: tuple) -> bool:
     """Whether ``result`` (from results.json) is the run ``task`` asks for."""
     name, seed, steps, overrides, _, map_name = task
-    return ((result.get("agent"), result.get("map"), result.get("seed"), result.get("steps"), result.get("overrides"))
-            == (name, map_name, seed, steps, _recorded_overrides(name, overrides)))
+    return ((result.get("agent"), result.get("map"), result.get("seed"), result.get("steps"), result.get("overrides"),
+             result.get("reach_weights"))
+            == (name, map_name, seed, steps, _recorded_overrides(name, overrides), reach_weights(map_name)))
 
 
 def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path, map_name: str = "my_way_home") -> dict:
@@ -318,7 +329,15 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     else:
         sets += ["run.agent=explorer", f"novelty.signal={agent_name}", *overrides]
     config = load(None, sets, game=True)  # the settings the game brings, as explorer explore takes them
-    summary = explore(config, progress=False, actor=agent)
+    weights = reach_weights(map_name)
+    from explorer.agent import reach
+    shipped = reach.WEIGHTS
+    if weights:  # --reach-held-out: the prior this run's agent reads is one never trained on this map
+        reach.WEIGHTS = Path(weights)
+    try:
+        summary = explore(config, progress=False, actor=agent)
+    finally:
+        reach.WEIGHTS = shipped
     if summary["steps"] < steps:  # a stopped run is not a result: --resume runs it again
         from explorer.run.safety import signal_number
         raise Stopped(f"{map_name} {agent_name} s{seed} stopped by {summary['stopped_by']} at step "
@@ -333,6 +352,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
                               outcomes=[r.get("outcome") for r in episodes])
     result = {"agent": agent_name, "map": map_name, "seed": seed, "steps": steps, "run_dir": summary["run_dir"],
               "overrides": _recorded_overrides(agent_name, overrides), "coverage_rule": FIGURE_RULE,
+              "reach_weights": weights,
               "episode_steps": config.game.episode_steps, "episode_budget": summary["episode_budget"],
               "per_episode": per_episode, "curve": curve,
               "total_cells": summary["distinct_cells"], "rooms": summary.get("distinct_rooms"),
@@ -643,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
                     "asks for (same agent, map, seed, steps and settings) and run only the others")
     ap.add_argument("--report", nargs="+", metavar="DIR", help="run nothing: merge the results.json of these --out "
                     "folders (one step budget per map) into one table with every seed, written as suite.md in --out")
+    ap.add_argument("--reach-held-out", metavar="DIR", help="each Doom map's reach prior is DIR/reach_without_<map>.npz "
+                    "(tools/traversability.py --models-only): one never trained on that map's pictures")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
     try:
@@ -652,6 +674,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ExplorerError, ConfigError) as err:  # a setting of --set, a game that cannot start: one line
         print(f"bench_explore: {err}", file=sys.stderr)
         return 2 if isinstance(err, ConfigError) else 1
+    finally:
+        os.environ.pop(HELD_OUT, None)  # --reach-held-out is this command's only
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -667,6 +691,15 @@ def _bench(args: argparse.Namespace) -> int:
         args.overrides.append(f"run.threads=[{threads},{threads}]")
     maps = args.maps or (list(GYM_MAPS) if args.gym else list(MAPS) if args.suite else ["my_way_home"])
     load(None, args.overrides, game=True)  # a wrong --set is said now, not by each run
+    os.environ.pop(HELD_OUT, None)
+    if args.reach_held_out:  # for this command and its --jobs processes (main clears it)
+        os.environ[HELD_OUT] = str(Path(args.reach_held_out).resolve())
+        missing = [w for w in map(reach_weights, maps) if w and not Path(w).is_file()]
+        if missing:
+            os.environ.pop(HELD_OUT)
+            print(f"bench_explore: --reach-held-out: {missing[0]} is missing: make the held-out priors with "
+                  f"python tools/traversability.py --models-only --out {args.reach_held_out}", file=sys.stderr)
+            return 2
     out = Path(args.out)
     _make_out(out)
     tasks = [(name, seed, args.steps, args.overrides, out, map_name)

@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", nargs="+", choices=["sticky_prior", "traversability"],
                     default=["sticky_prior", "traversability"], help="the screen's agents")
     ap.add_argument("--jobs", type=int, default=1, help="collections and screen runs at a time")
+    ap.add_argument("--models-only", action="store_true", help="collect and train the held-out models, also as the "
+                    "arrays load_reach reads (reach_without_<map>.npz, for bench_explore --reach-held-out), no screen")
     ap.add_argument("--ship", metavar="NPZ", help="instead of the screen, train on every suite map and write the "
                     "weights the package ships (explorer/agent/reach_doom.npz)")
     args = ap.parse_args(argv)
@@ -187,6 +189,13 @@ def main(argv: list[str] | None = None) -> int:
             fidelity[m] = train(data, m, args.epochs, models[m])
             print(f"{m}: Spearman of predicted and true 8-step distance, never trained on: {fidelity[m]:.3f}",
                   flush=True)
+    if args.models_only:
+        import keras
+
+        for m in maps:
+            save_reach(keras.models.load_model(models[m]), out / f"reach_without_{m}.npz")
+        print(f"wrote {', '.join(str(out / f'reach_without_{m}.npz') for m in maps)}")
+        return 0
     tasks = [(a, m, s, args.steps, args.draws, str(models[m])) for m in args.maps or maps for s in args.seeds
              for a in args.agents]
     results = []

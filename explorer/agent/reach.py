@@ -58,14 +58,14 @@ def save_reach(model: keras.Model, path: str | Path) -> None:
     np.savez_compressed(path, **arrays)
 
 
-def load_reach(path: str | Path = WEIGHTS) -> keras.Model:
-    """:func:`build_reach` with the weights at ``path``.
+def load_reach(path: str | Path | None = None) -> keras.Model:
+    """:func:`build_reach` with the weights at ``path`` (by default :data:`WEIGHTS`, read when called).
 
     Raises:
       ExplorerError: the file is missing, larger than :data:`MAX_BYTES`, not an array file, or its arrays are
         not the model's in count, shape or finite values.
     """
-    path = Path(path)
+    path = Path(WEIGHTS if path is None else path)
     try:
         size = path.stat().st_size
     except OSError as err:
