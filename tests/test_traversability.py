@@ -27,3 +27,21 @@ def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_e
     np.testing.assert_allclose(a, np.tile([0.5, 0.0, 1.0], (14, 1)))
 
 
+
+
+def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav, tmp_path):
+    from explorer.agent.reach import FRAME, load_reach
+
+    rng = np.random.default_rng(0)
+    data = {}
+    for name in ("a", "b"):
+        n = 40
+        path = tmp_path / f"{name}.npz"
+        np.savez_compressed(path, frames=rng.integers(0, 256, (n, *FRAME), dtype=np.uint8),
+                            actions=rng.uniform(-1, 1, (n, 5)).astype(np.float32),
+                            positions=np.cumsum(rng.uniform(0, 20, (n, 2)), axis=0), episodes=np.zeros(n, int))
+        data[name] = path
+    rho = trav.train(data, "b", 1, tmp_path / "without_b.npz")  # trained on a, its rank correlation on b
+    assert -1.0 <= rho <= 1.0
+    model = load_reach(tmp_path / "without_b.npz")  # the checks the shipped weights pass
+    assert model.count_params() == trav.build_reach().count_params()

@@ -105,7 +105,7 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path) 
     ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
     correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
     import keras
-    from scipy.stats import spearmanr
+    from novelty_fidelity import spearman
 
     parts = [samples(p) for m, p in data.items() if m != held_out]
     frames = np.concatenate([f for f, _, _ in parts])
@@ -125,7 +125,7 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path) 
     if held_out is None:
         return float("nan")
     f, a, y = samples(data[held_out])
-    return float(spearmanr(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y)[0])
+    return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
 
 
 def scorer(path: Path):
