@@ -507,7 +507,7 @@ def test_reach_held_out_plays_each_map_with_the_prior_never_trained_on_it(bench,
     assert bench.main([*common, "--out", str(tmp_path / "c")]) == 0
     (result,) = json.loads((tmp_path / "c" / "results.json").read_text())
     assert result["reach_weights"] == str((priors / "reach_without_my_way_home.npz").resolve())
-    assert reach.WEIGHTS == shipped and bench.HELD_OUT not in os.environ  # nothing left behind
+    assert reach.WEIGHTS is shipped and bench.HELD_OUT not in os.environ  # nothing left behind
     # the same run with the shipped prior is another run: --resume does not take one for the other
     assert bench.main([*common[:-2], "--out", str(tmp_path / "c"), "--resume"]) == 0
     assert "resuming: 0 of 1 runs" in capsys.readouterr().out
