@@ -714,20 +714,16 @@ def config_problems(config: Config) -> list[str]:
                         f"novelty's memory of the episode, but novelty.signal = {novelty.signal}: set "
                         f"novelty.signal = episodic, learner.actions.plan_score = critic, or "
                         f"learner.actions.plan_candidates = 0")
-    if plan and learner.actions.plan_score == "reach":
-        shape = (config.observation.height, config.observation.width, 1 if config.observation.grayscale else 3)
-        if shape != REACH_FRAME:
-            problems.append(f"learner.actions.plan_score = reach reads 64 x 64 colour frames, as it was trained, but "
-                            f"observation.height = {shape[0]}, observation.width = {shape[1]} and observation."
-                            f"grayscale = {str(config.observation.grayscale).lower()}: use the default observation, "
-                            f"or another learner.actions.plan_score")
-    if novelty.signal == "episodic" and novelty.embedding == "reach":
-        shape = (config.observation.height, config.observation.width, 1 if config.observation.grayscale else 3)
-        if shape != REACH_FRAME:
-            problems.append(f"novelty.embedding = reach reads 64 x 64 colour frames, as the reach prior was trained, "
-                            f"but observation.height = {shape[0]}, observation.width = {shape[1]} and observation."
-                            f"grayscale = {str(config.observation.grayscale).lower()}: use the default observation, "
-                            f"or another novelty.embedding")
+    shape = (config.observation.height, config.observation.width, 1 if config.observation.grayscale else 3)
+    readers = [("learner.actions.plan_score", "reach reads 64 x 64 colour frames, as it was trained",
+                plan and learner.actions.plan_score == "reach"),
+               ("novelty.embedding", "reach reads 64 x 64 colour frames, as the reach prior was trained",
+                novelty.signal == "episodic" and novelty.embedding == "reach")]
+    for key, reads, used in readers:  # the reach prior knows the frame it was trained on only
+        if used and shape != REACH_FRAME:
+            problems.append(f"{key} = {reads}, but observation.height = {shape[0]}, observation.width = {shape[1]} "
+                            f"and observation.grayscale = {str(config.observation.grayscale).lower()}: use the "
+                            f"default observation, or another {key}")
     problems += heading_problems(config)
     if (novelty.signal == "episodic" and novelty.episodic_reward == "distance"
             and novelty.exclude_recent >= novelty.episode_capacity):
