@@ -8,11 +8,12 @@ see in the newest frame alone.
 1. **Collect.** ``sticky_prior`` plays each suite map (``--data-steps`` steps at
    ``--data-seed``, a seed the screens do not use); each step keeps the newest frame
    (64 x 64 colour, as the agent sees it), the mean of the next 8 actions sent
-   (camera x, walk x, walk y) and how far the player got in those 8 steps, in map
-   units, read from the engine for this measurement only.
+   (camera x, walk x, walk y and, with ``--inputs 4``, the A button that opens doors)
+   and how far the player got in the next ``--horizon`` steps, in map units, read from
+   the engine for this measurement only.
 2. **Train**, for each map, a small CNN on the other three maps (each frame also
-   mirrored, with camera x and walk x negated): frame and action in, the 8-step
-   distance out. It prints the Spearman correlation of its predictions with the
+   mirrored, with camera x and walk x negated): frame and action in, the distance
+   out. It prints the Spearman correlation of its predictions with the
    distances on the map it never saw.
 3. **Screen.** On each map, the model that never saw it chooses every draw: the best
    of ``--draws`` draws of the prior by predicted distance (``oracle_ceilings``'
@@ -89,7 +90,7 @@ def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
     return path
 
 
-def samples(path: Path, horizon: int = HOLD, inputs: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def samples(path: Path, horizon: int = HOLD, inputs: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every step whose next ``horizon`` steps stay in its episode: its frame, the mean of the next ``HOLD``
     steps' actions (camera x, walk x, walk y and, with ``inputs`` 4, the A button) and the distance the player
     covered in ``horizon`` steps, in ``SCALE`` map units."""
@@ -104,7 +105,7 @@ def samples(path: Path, horizon: int = HOLD, inputs: int = 4) -> tuple[np.ndarra
 
 
 def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
-          inputs: int = 4) -> float:
+          inputs: int = 3) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` and save it to
     ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
     correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--horizon", type=int, default=HOLD, help="agent steps the distance is learned over (a draw is "
                     f"held {HOLD}; a door takes longer than that to open and pass)")
-    ap.add_argument("--inputs", type=int, choices=sorted(COLUMNS), default=4,
-                    help="action inputs: 3 the moves alone, 4 the moves and the A button (it opens doors)")
+    ap.add_argument("--inputs", type=int, choices=sorted(COLUMNS), default=3,
+                    help="action inputs: 3 the moves alone (the shipped prior), 4 the moves and the A button")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--draws", type=int, default=8, help="draws of the prior the model chooses among")

@@ -19,8 +19,8 @@ checked: the file cannot bring code or layers of its own.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -46,7 +46,7 @@ JOINED = 10
 MOVES = (3, 4)
 
 
-def build_reach(inputs: int = 4) -> keras.Model:
+def build_reach(inputs: int = 3) -> keras.Model:
     """Frame ``uint8[64, 64, 3]`` and action ``float32[inputs]`` (camera x, walk x, walk y and, with 4, the A
     button: it opens doors) to the predicted distance, in hundreds of map units."""
     if inputs not in MOVES:
