@@ -23,6 +23,7 @@ from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
+from explorer.agent.place import PlaceMemory
 from explorer.agent.reach import FRAME, Reach
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, settle, stack_frames
@@ -91,12 +92,14 @@ class LearningActor:
       planner: ``(encoder, model head)`` of the planner (``learner.actions.plan_candidates``): the encoder the
         policy reads and a head predicting the novelty embedding of the frame one decision on; its
         weights follow the policy's in :meth:`set_weights`.
+      turn_rate: degrees the view turns per step at full camera x (``config.turn_rate``), for
+        ``learner.actions.plan_memory``'s dead reckoning.
     """
 
     def __init__(self, config: LearnerConfig, policy_net: keras.Model, novelty: Novelty, context: Context,
                  obs_shape: tuple[int, int, int, int], adder: NStepAdder | None = None, deterministic: bool = False,
                  buttons: tuple[str, ...] = (), tap_gap: int = 0,
-                 planner: tuple[keras.Model, keras.Model] | None = None):
+                 planner: tuple[keras.Model, keras.Model] | None = None, turn_rate: float = 0.0):
         self.config = config
         self.policy_net = policy_net
         self.planner = planner
@@ -110,6 +113,9 @@ class LearningActor:
         if self.reach is not None and tuple(obs_shape[1:]) != FRAME:
             raise ValueError(f"learner.actions.plan_score = reach reads frames of {FRAME}, not {tuple(obs_shape[1:])}")
         self.deterministic = deterministic
+        # learner.actions.plan_memory: the episode's path, dead-reckoned, weighs the reach prior's candidates
+        self.place = PlaceMemory(turn_rate, config.action_repeat, config.actions.plan_memory) \
+            if self.reach is not None and config.actions.plan_memory and not deterministic else None
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
         self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
@@ -143,7 +149,7 @@ class LearningActor:
         self.cut = False
         held_spec = [tf.TensorSpec([h, w, c], tf.uint8), tf.TensorSpec([1, self.sticks.dim], tf.float32)]
         self._held_score: Any = None
-        if self.reach is not None and config.actions.replan_below:
+        if self.reach is not None and (config.actions.replan_below or self.place is not None):
             self._held_score = self.reach if config.eager else tf.function(self.reach.__call__, input_signature=held_spec)
 
     def _outputs(self, obs: tf.Tensor, ctx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -207,12 +213,15 @@ class LearningActor:
             self.held = None
             self.option_left = 0
             self.taps.reset()
+            if self.place is not None:
+                self.place.reset()
         self.last_ctx = self.context.value()
         if self.held is not None and self.held_steps < c.action_repeat and not self.cut:
             self.held_steps += 1
             self.started = False
-            return self.taps(self.held.copy())
+            return self._sent(self.held)
         self.held_reach = None
+        planned = False
         if self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
             a = self._corrected(np.tanh(mean))
@@ -232,10 +241,19 @@ class LearningActor:
                 else:
                     a = self._corrected(np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0))
                 if self.planner is not None or self.reach is not None:
-                    a = self._plan(step, a, mean, log_std)
-        self.held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
+                    a, planned = self._plan(step, a, mean, log_std), True
+        held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
+        if self.place is not None and not planned:  # a decision the planner did not choose: its pace too
+            self.place.decide(float(self._held_score(step.obs[-1], tf.constant(held[None]))[0]))
+        self.held = held
         self.held_steps, self.started, self.cut = 1, True, False
-        return self.taps(self.held.copy())
+        return self._sent(self.held)
+
+    def _sent(self, held: np.ndarray) -> np.ndarray:
+        """The held decision as sent this step (taps applied); the dead-reckoned path takes the step."""
+        if self.place is not None:
+            self.place.advance(held)
+        return self.taps(held.copy())
 
     def _proposal(self) -> np.ndarray:
         """The context's proposal in force (``learner.actions.residual``), squashed."""
@@ -276,8 +294,10 @@ class LearningActor:
             squashed = np.concatenate([own[None], squashed])
         sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
         scores = self._plan_scores(step.obs, tf.constant(sent), tf.constant(self.last_ctx)).numpy()
-        best = int(np.argmax(scores))
-        if self._held_score is not None:
+        best = int(np.argmax(scores if self.place is None else self.place.scores(sent, scores)))
+        if self.place is not None:
+            self.place.decide(float(scores[best]))
+        if self.config.actions.replan_below:
             self.held_reach = float(scores[best])
         if self._own:
             self.kept_own = best == 0

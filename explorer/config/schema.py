@@ -407,6 +407,8 @@ class ActionsConfig(_Section):
                                   "prior (docs/config.md#learneractions)")
     replan_below: float = Field(0.0, ge=0, lt=1, description="reach: end a hold expected to go under this share "
                                 "of its first reach (docs/config.md#learneractions)")
+    plan_memory: float = Field(0.0, ge=0, le=16, description="reach: weight of new ground on a dead-reckoned "
+                               "path of the episode, 0-16 (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
@@ -430,6 +432,11 @@ class ActionsConfig(_Section):
                              f"decision still goes somewhere, but the planner is not the reach prior "
                              f"(plan_candidates = {self.plan_candidates}, plan_score = {self.plan_score}): set "
                              f"learner.actions.plan_score = reach with plan_candidates > 0, or replan_below = 0")
+        if self.plan_memory and not (self.plan_candidates and self.plan_score == "reach"):
+            raise ValueError(f"learner.actions.plan_memory = {self.plan_memory:g} weighs the reach prior's candidates "
+                             f"by new ground, but the planner is not the reach prior (plan_candidates = "
+                             f"{self.plan_candidates}, plan_score = {self.plan_score}): set "
+                             f"learner.actions.plan_score = reach with plan_candidates > 0, or plan_memory = 0")
         if self.residual and (self.plan_candidates or self.random_options):
             raise ValueError(f"learner.actions.residual = {self.residual} is the actor's only way to vary its prior: "
                              f"it needs learner.actions.plan_candidates = 0 and learner.actions.random_options = 0")

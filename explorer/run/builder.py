@@ -131,7 +131,8 @@ def build_agent(config: Config, frame_shape: tuple[int, int, int], *, acting_cop
     if acting_copy:
         policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=None if deterministic else adder,
-                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap, planner=planner)
+                          deterministic=deterministic, buttons=buttons, tap_gap=config.pad.tap_gap, planner=planner,
+                          turn_rate=turn_rate(config))
     if acting_copy:
         actor.set_weights(learner.get_weights())
     actor.warm_up()
@@ -160,7 +161,7 @@ def build_acting(config: Config, frame_shape: tuple[int, int, int], sink: Transi
     adder = NStepAdder(sink, lc.gamma, lc.n_step)
     policy_net, planner = _policy_copy(config, (h, w, c), context.dim, novelty)
     actor = LearningActor(lc, policy_net, novelty, context, (k, h, w, c), adder=adder, buttons=config.pad.buttons,
-                          tap_gap=config.pad.tap_gap, planner=planner)
+                          tap_gap=config.pad.tap_gap, planner=planner, turn_rate=turn_rate(config))
     actor.warm_up()
     return ActingAgent(actor, adder, novelty, context)
 

@@ -1,0 +1,101 @@
+"""The dead-reckoned memory of place (learner.actions.plan_memory): the path it keeps from the sticks' heading and
+the reach prior's pace, the new ground it scores, and the reach planner that weighs candidates by it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from explorer.agent.place import CELL, UNITS, PlaceMemory
+from explorer.agent.reach import FRAME
+from explorer.config import ConfigError, load
+from explorer.core import Step
+from explorer.run.builder import build_agent
+
+FORWARD = np.array([0.0, 0.0, 0.0, 1.0, -1.0], np.float32)  # camera x, camera y, walk x, walk y, A
+BACK = np.array([0.0, 0.0, 0.0, -1.0, -1.0], np.float32)
+RIGHT_TURN = np.array([1.0, 0.0, 0.0, 0.0, -1.0], np.float32)
+
+
+def test_the_path_follows_the_heading_at_the_reach_prior_s_pace():
+    memory = PlaceMemory(turn_rate=45.0, hold=8, weight=1.0)
+    memory.decide(2.0)  # 200 map units over the hold: 25 a step
+    for _ in range(8):
+        memory.advance(FORWARD)
+    assert (memory.x, memory.y) == pytest.approx((200.0, 0.0))
+    assert memory.visited == {(0, 0), (1, 0), (2, 0), (3, 0)}
+    memory.advance(RIGHT_TURN)  # a turn in place: 45 degrees to the right, no step
+    assert memory.heading == pytest.approx(315.0) and memory.x == pytest.approx(200.0)
+    memory.advance(FORWARD)
+    assert (memory.x, memory.y) == pytest.approx((200.0 + 25 / np.sqrt(2), -25 / np.sqrt(2)))
+    memory.reset()
+    assert (memory.x, memory.y, memory.heading, memory.pace, memory.visited) == (0.0, 0.0, 0.0, 0.0, {(0, 0)})
+
+
+def test_new_ground_is_counted_off_the_episode_s_path_and_raises_a_candidate_s_score():
+    memory = PlaceMemory(turn_rate=45.0, hold=8, weight=2.0)
+    memory.decide(4 * CELL / UNITS)
+    for _ in range(4):
+        memory.advance(FORWARD)  # 2 cells east of the start, the way it came behind it
+    sent, reach = np.stack([BACK, FORWARD]), np.full(2, 2 * CELL / UNITS)
+    new = memory.new_cells(sent, reach)
+    assert new.tolist() == [0.0, 2.0]  # back over its own path: nothing; on: two cells it never stood in
+    np.testing.assert_allclose(memory.scores(sent, reach), reach * (1 + 2.0 * new / 8))
+    assert memory.new_cells(sent, np.zeros(2)).tolist() == [0.0, 0.0]  # a move expected to go nowhere finds nothing
+
+
+def test_a_game_whose_turn_rate_is_unknown_is_refused():
+    with pytest.raises(ValueError, match="set novelty.turn_rate"):
+        PlaceMemory(turn_rate=0.0, hold=8, weight=1.0)
+
+
+def test_plan_memory_without_the_reach_planner_is_refused():
+    with pytest.raises(ConfigError, match="plan_memory = 1 weighs the reach prior's candidates"):
+        load(None, ["learner.actions.plan_memory=1", "learner.actions.plan_score=model",
+                    "learner.actions.plan_candidates=4"])
+
+
+def _actor(weight: float):
+    config = load(None, ["learner.actions.plan_candidates=5", "learner.actions.plan_score=reach",
+                         f"learner.actions.plan_memory={weight}", "learner.action_repeat=8",
+                         "learner.schedule.warmup_steps=0", "learner.networks.filters=[8]", "learner.networks.hidden=32",
+                         "learner.networks.feature=32", "learner.schedule.replay_mb=8", "observation.stack=1"])
+    return build_agent(config, FRAME).actor
+
+
+def test_the_planner_sends_the_candidate_of_the_best_reach_and_new_ground_and_the_path_takes_each_step():
+    actor = _actor(4.0)
+    assert actor.place is not None and actor.place.turn_rate == 40.0  # the built-in game's: 10 per tic x 4 tics
+    seen = {}
+    scores = actor._plan_scores
+
+    def spy(obs, actions, ctx):
+        out = scores(obs, actions, ctx)
+        seen["actions"], seen["reach"] = actions.numpy(), out.numpy()
+        return out
+
+    actor._plan_scores = spy
+    rng = np.random.default_rng(3)
+    step = Step(tf.constant(rng.integers(0, 256, (1, *FRAME), dtype=np.uint8)), first=True)
+    actor.place.visited.update({(i, j) for i in range(-3, 4) for j in range(-3, 4)})  # reset by the new episode
+    action = actor.act(step)
+    assert len(actor.place.visited) <= 2  # the start and at most the cell of the first step
+    weighed = PlaceMemory(40.0, 8, 4.0).scores(seen["actions"], seen["reach"])
+    best = int(np.argmax(weighed))
+    np.testing.assert_allclose(actor.held, seen["actions"][best], atol=1e-6)
+    assert actor.place.pace == pytest.approx(max(float(seen["reach"][best]), 0.0) * UNITS / 8)
+    steps_taken = 1
+    start = (actor.place.x, actor.place.y)
+    previous = step
+    while not actor.started or steps_taken == 1:  # the rest of the hold, then the next decision
+        now = Step(step.obs)
+        actor.observe(previous, action, now)
+        action, previous = actor.act(now), now
+        steps_taken += 1
+    assert steps_taken == 9 and actor.place.pace >= 0.0
+    if seen["reach"][best] > 0 and np.hypot(*actor.held[2:4]) > 0:
+        assert (actor.place.x, actor.place.y) != start
+
+
+def test_without_plan_memory_the_actor_keeps_no_path():
+    assert _actor(0.0).place is None
