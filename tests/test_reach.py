@@ -204,3 +204,29 @@ def test_replan_below_without_the_reach_planner_is_refused():
                     "learner.actions.plan_candidates=4"])
     with pytest.raises(ConfigError, match="replan_below = 0.5 asks the reach prior"):
         load(None, ["learner.actions.replan_below=0.5"])
+
+
+@pytest.mark.parametrize("inputs", [3, 4])
+def test_a_weights_file_of_either_action_width_loads_as_its_own_model(tmp_path, inputs):
+    path = tmp_path / "reach.npz"
+    save_reach(build_reach(inputs), path)
+    assert load_reach(path).inputs[1].shape[-1] == inputs
+    arrays = dict(np.load(path))
+    arrays["w10"] = np.zeros((64 + 5, 64), np.float32)  # an action of 5 inputs: no model of this package's
+    np.savez(path, **arrays)
+    with pytest.raises(ExplorerError, match="array w10"):
+        load_reach(path)
+
+
+def test_the_reach_prior_reads_the_a_button_where_the_pad_sends_it():
+    model = build_reach(4)
+    reach_a_first, reach_a_second, no_a = Reach(model, ("a",)), Reach(model, ("b", "a")), Reach(model, ())
+    frame = np.random.default_rng(0).integers(0, 256, FRAME, dtype=np.uint8)
+    moves = np.array([[0.3, 0.0, -0.2, 0.9], [-0.4, 0.0, 0.5, 0.7]], np.float32)
+    pressed, released = np.ones((2, 1), np.float32), np.zeros((2, 1), np.float32)
+    with_a = model([np.repeat(frame[None], 2, 0), np.c_[moves[:, [0, 2, 3]], pressed]], training=False)[:, 0].numpy()
+    without = model([np.repeat(frame[None], 2, 0), np.c_[moves[:, [0, 2, 3]], released]], training=False)[:, 0].numpy()
+    assert not np.allclose(with_a, without)  # the button is an input the model reads
+    np.testing.assert_allclose(reach_a_first(frame, np.c_[moves, pressed]).numpy(), with_a, atol=1e-6)
+    np.testing.assert_allclose(reach_a_second(frame, np.c_[moves, released, pressed]).numpy(), with_a, atol=1e-6)
+    np.testing.assert_allclose(no_a(frame, moves).numpy(), without, atol=1e-6)  # a pad without A never presses it

@@ -20,13 +20,17 @@ def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_e
     episodes = np.where(np.arange(n) < 20, 0, 1)
     path = tmp_path / "data.npz"
     np.savez_compressed(path, frames=frames, actions=actions, positions=positions, episodes=episodes)
-    f, a, y = trav.samples(path)
+    f, a, y = trav.samples(path, horizon=8, inputs=3)
     assert len(f) == 12 + 2  # steps 0..11 stay in episode 0 for 8 more steps; 20, 21 in episode 1
     assert [int(x[0, 0, 0]) for x in f] == [*range(12), 20, 21]
     np.testing.assert_allclose(y, 80.0 / trav.SCALE)
     np.testing.assert_allclose(a, np.tile([0.5, 0.0, 1.0], (14, 1)))
-
-
+    actions[::2, 4] = 1.0  # A pressed every other step: its mean over a draw's 8 steps is 0.5
+    np.savez_compressed(path, frames=frames, actions=actions, positions=positions, episodes=episodes)
+    f, a, y = trav.samples(path, horizon=16, inputs=4)
+    assert [int(x[0, 0, 0]) for x in f] == [0, 1, 2, 3]  # 16 more steps inside episode 0; episode 1 is too short
+    np.testing.assert_allclose(y, 160.0 / trav.SCALE)  # the distance over 16 steps
+    np.testing.assert_allclose(a, np.tile([0.5, 0.0, 1.0, 0.5], (4, 1)))  # the action over the draw's 8
 
 
 def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav, tmp_path):

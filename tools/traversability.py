@@ -8,11 +8,12 @@ see in the newest frame alone.
 1. **Collect.** ``sticky_prior`` plays each suite map (``--data-steps`` steps at
    ``--data-seed``, a seed the screens do not use); each step keeps the newest frame
    (64 x 64 colour, as the agent sees it), the mean of the next 8 actions sent
-   (camera x, walk x, walk y) and how far the player got in those 8 steps, in map
-   units, read from the engine for this measurement only.
+   (camera x, walk x, walk y and, with ``--inputs 4``, the A button that opens doors)
+   and how far the player got in the next ``--horizon`` steps, in map units, read from
+   the engine for this measurement only.
 2. **Train**, for each map, a small CNN on the other three maps (each frame also
-   mirrored, with camera x and walk x negated): frame and action in, the 8-step
-   distance out. It prints the Spearman correlation of its predictions with the
+   mirrored, with camera x and walk x negated): frame and action in, the distance
+   out. It prints the Spearman correlation of its predictions with the
    distances on the map it never saw.
 3. **Screen.** On each map, the model that never saw it chooses every draw: the best
    of ``--draws`` draws of the prior by predicted distance (``oracle_ceilings``'
@@ -55,6 +56,8 @@ from explorer.core import Step  # noqa: E402
 HOLD = oracle_ceilings.HOLD
 #: distances are learned in hundreds of map units
 SCALE = 100.0
+#: the columns of an action as sent (sticks, then the pad's buttons, A first) a model with 3 or 4 inputs reads
+COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
 
 
 def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
@@ -87,35 +90,37 @@ def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
     return path
 
 
-def samples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every step whose next ``HOLD`` steps stay in its episode: its frame, the mean of those steps' actions
-    (camera x, walk x, walk y) and the distance they took the player, in ``SCALE`` map units."""
+def samples(path: Path, horizon: int = HOLD, inputs: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every step whose next ``horizon`` steps stay in its episode: its frame, the mean of the next ``HOLD``
+    steps' actions (camera x, walk x, walk y and, with ``inputs`` 4, the A button) and the distance the player
+    covered in ``horizon`` steps, in ``SCALE`` map units."""
     d = np.load(path)
     frames, actions, positions, episodes = d["frames"], d["actions"], d["positions"], d["episodes"]
-    n = len(frames) - HOLD
-    inside = episodes[:n] == episodes[HOLD:HOLD + n]
-    distance = np.hypot(*(positions[HOLD:HOLD + n] - positions[:n]).T) / SCALE
+    n = len(frames) - horizon
+    inside = episodes[:n] == episodes[horizon:horizon + n]
+    distance = np.hypot(*(positions[horizon:horizon + n] - positions[:n]).T) / SCALE
     summed = np.cumsum(np.concatenate([np.zeros((1, actions.shape[1])), actions]), axis=0)
-    mean = ((summed[HOLD:HOLD + n] - summed[:n]) / HOLD)[:, [0, 2, 3]]
+    mean = ((summed[HOLD:HOLD + n] - summed[:n]) / HOLD)[:, COLUMNS[inputs]]
     return frames[:n][inside], mean[inside].astype(np.float32), distance[inside].astype(np.float32)
 
 
-def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path) -> float:
+def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
+          inputs: int = 3) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` and save it to
     ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
     correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
     import keras
     from novelty_fidelity import spearman
 
-    parts = [samples(p) for m, p in data.items() if m != held_out]
+    parts = [samples(p, horizon, inputs) for m, p in data.items() if m != held_out]
     frames = np.concatenate([f for f, _, _ in parts])
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
     frames = np.concatenate([frames, frames[:, :, ::-1]])  # mirrored: a turn or strafe the other way
-    actions = np.concatenate([actions, actions * np.array([-1, -1, 1], np.float32)])
+    actions = np.concatenate([actions, actions * np.array([-1, -1, 1, 1][:inputs], np.float32)])
     distances = np.concatenate([distances, distances])
     keras.utils.set_random_seed(0)
-    net = build_reach()
+    net = build_reach(inputs)
     net.compile(keras.optimizers.Adam(1e-3), "huber")
     net.fit([frames, actions], distances, batch_size=256, epochs=epochs, verbose=2, shuffle=True)
     if path.suffix == ".npz":
@@ -124,7 +129,7 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path) 
         net.save(path)
     if held_out is None:
         return float("nan")
-    f, a, y = samples(data[held_out])
+    f, a, y = samples(data[held_out], horizon, inputs)
     return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
 
 
@@ -137,7 +142,8 @@ def scorer(path: Path):
 
     def score(step: Step, sent: np.ndarray) -> np.ndarray:
         frame = np.repeat(np.asarray(step.obs)[-1][None], len(sent), axis=0)
-        return net([frame, sent[:, [0, 2, 3]].astype(np.float32)], training=False).numpy()[:, 0]
+        columns = COLUMNS[int(net.inputs[1].shape[-1])]
+        return net([frame, sent[:, columns].astype(np.float32)], training=False).numpy()[:, 0]
 
     return score
 
@@ -159,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-steps", type=int, default=40_000, help="steps of sticky_prior play collected per map")
     ap.add_argument("--data-seed", type=int, default=100, help="the seed of the collected play (not a screen's)")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--horizon", type=int, default=HOLD, help="agent steps the distance is learned over (a draw is "
+                    f"held {HOLD}; a door takes longer than that to open and pass)")
+    ap.add_argument("--inputs", type=int, choices=sorted(COLUMNS), default=3,
+                    help="action inputs: 3 the moves alone (the shipped prior), 4 the moves and the A button")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--draws", type=int, default=8, help="draws of the prior the model chooses among")
@@ -180,14 +190,15 @@ def main(argv: list[str] | None = None) -> int:
         for path in pool.map(_collect, todo):
             print(f"collected {path}", flush=True)
     if args.ship:
-        train(data, None, args.epochs, Path(args.ship))
+        train(data, None, args.epochs, Path(args.ship), args.horizon, args.inputs)
         print(f"wrote {args.ship}")
         return 0
     models, fidelity = {m: out / f"model_without_{m}.keras" for m in maps}, {}
     for m in maps:
         if not models[m].exists():
-            fidelity[m] = train(data, m, args.epochs, models[m])
-            print(f"{m}: Spearman of predicted and true 8-step distance, never trained on: {fidelity[m]:.3f}",
+            fidelity[m] = train(data, m, args.epochs, models[m], args.horizon, args.inputs)
+            print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, never trained on: "
+                  f"{fidelity[m]:.3f}",
                   flush=True)
     if args.models_only:
         import keras

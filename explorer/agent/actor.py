@@ -106,7 +106,7 @@ class LearningActor:
         self.context = context
         self.adder = adder
         # learner.actions.plan_score = reach: the shipped reach prior scores the planner's candidates
-        self.reach = Reach() if config.actions.plan_candidates and config.actions.plan_score == "reach" else None
+        self.reach = Reach(buttons=buttons) if config.actions.plan_candidates and config.actions.plan_score == "reach" else None
         if self.reach is not None and tuple(obs_shape[1:]) != FRAME:
             raise ValueError(f"learner.actions.plan_score = reach reads frames of {FRAME}, not {tuple(obs_shape[1:])}")
         self.deterministic = deterministic

@@ -19,6 +19,7 @@ checked: the file cannot bring code or layers of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,20 @@ FRAME = REACH_FRAME
 MAX_BYTES = 4 << 20
 #: agent steps the predicted distance is over: one held draw of the prior
 HOLD = 8
+#: the index of the kernel that joins the frame's 64 features and the action, among a model's weight arrays
+JOINED = 10
 
 
-def build_reach() -> keras.Model:
-    """Frame ``uint8[64, 64, 3]`` and action ``float32[3]`` (camera x, walk x, walk y) to the predicted 8-step
-    distance, in hundreds of map units."""
-    frame, action = keras.Input(FRAME, dtype="uint8"), keras.Input((3,))
+#: the action inputs a model may read: the moves (camera x, walk x, walk y) alone, or the moves and the A button
+MOVES = (3, 4)
+
+
+def build_reach(inputs: int = 3) -> keras.Model:
+    """Frame ``uint8[64, 64, 3]`` and action ``float32[inputs]`` (camera x, walk x, walk y and, with 4, the A
+    button: it opens doors) to the predicted distance, in hundreds of map units."""
+    if inputs not in MOVES:
+        raise ValueError(f"a reach model reads {' or '.join(map(str, MOVES))} action inputs, not {inputs}")
+    frame, action = keras.Input(FRAME, dtype="uint8"), keras.Input((inputs,))
     x = keras.layers.Rescaling(1 / 255)(frame)
     for width, kernel in [(16, 5), (32, 3), (32, 3), (32, 3)]:
         x = keras.layers.Conv2D(width, kernel, strides=2, activation="relu", padding="same")(x)
@@ -74,16 +83,22 @@ def load_reach(path: str | Path | None = None) -> keras.Model:
     if size > MAX_BYTES:
         raise ExplorerError(f"the reach prior's weights {path} are {size} bytes, more than the {MAX_BYTES} read: "
                             "reinstall explorer")
-    model = build_reach()
-    shapes = [tuple(w.shape) for w in model.get_weights()]
     try:
         with np.load(path, allow_pickle=False) as data:
             names = sorted(data.files, key=lambda n: (len(n), n))
-            if names != [f"w{i}" for i in range(len(shapes))]:
-                raise ValueError(f"arrays {names[:4]}... where w0..w{len(shapes) - 1} were expected")
-            arrays = [np.asarray(data[f"w{i}"]) for i in range(len(shapes))]
+            count = len(build_reach().get_weights())
+            if names != [f"w{i}" for i in range(count)]:
+                raise ValueError(f"arrays {names[:4]}... where w0..w{count - 1} were expected")
+            arrays = [np.asarray(data[f"w{i}"]) for i in range(count)]
     except (OSError, ValueError, EOFError) as err:
         raise ExplorerError(f"the reach prior's weights {path} are not the model's ({err}): reinstall explorer") from err
+    # the action's width is read off the first layer after the frame's and action's join
+    inputs = arrays[JOINED].shape[0] - 64 if arrays[JOINED].ndim == 2 else -1
+    if inputs not in MOVES:
+        raise ExplorerError(f"the reach prior's weights {path}: array w{JOINED} is {list(arrays[JOINED].shape)}, the "
+                            f"model takes [{' or '.join(str(64 + k) for k in MOVES)}, 64]: reinstall explorer")
+    model = build_reach(inputs)
+    shapes = [tuple(w.shape) for w in model.get_weights()]
     for i, (a, shape) in enumerate(zip(arrays, shapes, strict=True)):
         if a.shape != shape or a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise ExplorerError(f"the reach prior's weights {path}: array w{i} is {a.dtype}{list(a.shape)}, the model "
@@ -108,10 +123,13 @@ class Reach:
 
     Args:
       model: :func:`load_reach`'s model (by default the shipped weights).
+      buttons: the pad's buttons, in the order they follow the sticks in an action as sent.
     """
 
-    def __init__(self, model: keras.Model | None = None):
+    def __init__(self, model: keras.Model | None = None, buttons: Sequence[str] = ("a",)):
         self.model = model if model is not None else load_reach()
+        self.reads_a = int(self.model.inputs[1].shape[-1]) == 4
+        self.a_at = 4 + buttons.index("a") if "a" in buttons else None
 
     def __call__(self, frame: Any, sent: Any) -> tf.Tensor:
         """``float32[K]``: the predicted 8-step distance of each of ``sent`` (``float32[K, 4 + n]``, actions as
@@ -120,4 +138,7 @@ class Reach:
         k = tf.shape(sent)[0]
         frames = tf.repeat(tf.convert_to_tensor(frame, tf.uint8)[None], k, axis=0)
         moves = tf.gather(sent, [0, 2, 3], axis=1)
+        if self.reads_a:  # A's column, or never pressed on a pad without it
+            a = sent[:, self.a_at:self.a_at + 1] if self.a_at is not None else tf.zeros([k, 1])
+            moves = tf.concat([moves, a], axis=1)
         return self.model([frames, moves], training=False)[:, 0]
