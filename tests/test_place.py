@@ -84,17 +84,21 @@ def test_the_planner_sends_the_candidate_of_the_best_reach_and_new_ground_and_th
     best = int(np.argmax(weighed))
     np.testing.assert_allclose(actor.held, seen["actions"][best], atol=1e-6)
     assert actor.place.pace == pytest.approx(max(float(seen["reach"][best]), 0.0) * UNITS / 8)
-    steps_taken = 1
-    start = (actor.place.x, actor.place.y)
-    previous = step
-    while not actor.started or steps_taken == 1:  # the rest of the hold, then the next decision
+    mirror = PlaceMemory(40.0, 8, 4.0)  # the path the held decision should trace, step by step
+    mirror.decide(float(seen["reach"][best]))
+    mirror.advance(actor.held)
+    steps_taken, previous = 1, step
+    while True:  # the rest of the hold: each step sent is a step of the path at the decided pace
+        assert (actor.place.x, actor.place.y, actor.place.heading) == pytest.approx((mirror.x, mirror.y, mirror.heading))
+        assert mirror.visited <= actor.place.visited
         now = Step(step.obs)
         actor.observe(previous, action, now)
         action, previous = actor.act(now), now
         steps_taken += 1
-    assert steps_taken == 9 and actor.place.pace >= 0.0
-    if seen["reach"][best] > 0 and np.hypot(*actor.held[2:4]) > 0:
-        assert (actor.place.x, actor.place.y) != start
+        if actor.started:
+            break
+        mirror.advance(actor.held)
+    assert steps_taken == 9  # a new decision after the 8 steps of the hold
 
 
 def test_without_plan_memory_the_actor_keeps_no_path():

@@ -49,13 +49,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_ceilings  # noqa: E402
 from bench_explore import MAPS  # noqa: E402
 
-from explorer.agent.reach import build_reach, save_reach  # noqa: E402
+from explorer.agent.reach import UNITS, build_reach, save_reach  # noqa: E402
 from explorer.core import Step  # noqa: E402
 
 #: agent steps a distance is measured over: one held draw of the prior
 HOLD = oracle_ceilings.HOLD
 #: distances are learned in hundreds of map units
-SCALE = 100.0
+SCALE = UNITS
 #: the columns of an action as sent (sticks, then the pad's buttons, A first) a model with 3 or 4 inputs reads
 COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
 

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
+from explorer.agent.reach import UNITS
+
 #: map units of one memory cell: the coverage's cell on the built-in game
 CELL = 64.0
-#: map units per unit of the reach prior's output (it predicts distances in hundreds of map units)
-UNITS = 100.0
 
 
 class PlaceMemory:

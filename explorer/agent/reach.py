@@ -38,6 +38,8 @@ FRAME = REACH_FRAME
 MAX_BYTES = 4 << 20
 #: agent steps the predicted distance is over: one held draw of the prior
 HOLD = 8
+#: map units per unit of the model's output: it predicts distances in hundreds of map units
+UNITS = 100.0
 #: the index of the kernel that joins the frame's 64 features and the action, among a model's weight arrays
 JOINED = 10
 
