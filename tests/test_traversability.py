@@ -49,3 +49,34 @@ def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav,
     assert -1.0 <= rho <= 1.0
     model = load_reach(tmp_path / "without_b.npz")  # the checks the shipped weights pass
     assert model.count_params() == trav.build_reach().count_params()
+
+
+def test_colours_change_each_frames_light_and_tint_within_their_bounds(trav):
+    frames = np.full((64, 8, 8, 3), 100, np.uint8)
+    out = trav.colours(frames, np.random.default_rng(0))
+    assert out.dtype == np.uint8 and out.shape == frames.shape
+    assert out.min() >= 100 * 0.6 * 0.8 - 1 and out.max() <= 100 * 1.4 * 1.2 + 1
+    assert len(np.unique(out[:, 0, 0, 0])) > 32  # every frame its own light
+    assert np.all(out == out[:, :1, :1])  # one gain per frame and channel: the picture's shapes are kept
+    assert np.any(out[..., 0] != out[..., 1])  # a tint, not only a brightness
+    assert trav.colours(np.full((2, 1, 1, 3), 250, np.uint8), np.random.default_rng(1)).max() <= 255
+
+
+def test_augmented_training_writes_a_prior_the_package_loads(trav, tmp_path):
+    from explorer.agent.reach import FRAME, load_reach
+
+    rng = np.random.default_rng(0)
+    data = {}
+    for name in ("a", "b"):
+        n = 300
+        path = tmp_path / f"{name}.npz"
+        np.savez_compressed(path, frames=rng.integers(0, 256, (n, *FRAME), dtype=np.uint8),
+                            actions=rng.uniform(-1, 1, (n, 5)).astype(np.float32),
+                            positions=np.cumsum(rng.uniform(0, 20, (n, 2)), axis=0), episodes=np.zeros(n, int))
+        data[name] = path
+    rho = trav.train(data, "b", 1, tmp_path / "without_b.npz", augment=True, seed=3)
+    assert -1.0 <= rho <= 1.0
+    first = load_reach(tmp_path / "without_b.npz").get_weights()
+    trav.train(data, "b", 1, tmp_path / "again.npz", augment=True, seed=4)
+    assert any(not np.allclose(x, y) for x, y in zip(first, load_reach(tmp_path / "again.npz").get_weights(),
+                                                      strict=True))  # the seed is the training's

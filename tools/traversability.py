@@ -104,8 +104,15 @@ def samples(path: Path, horizon: int = HOLD, inputs: int = 3) -> tuple[np.ndarra
     return frames[:n][inside], mean[inside].astype(np.float32), distance[inside].astype(np.float32)
 
 
+def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``frames`` (``uint8[B, H, W, 3]``) under a random light and tint each: a brightness gain in [0.6, 1.4]
+    and a gain per channel in [0.8, 1.2], so that the model judges openness by shape, not by one map's colours."""
+    gain = rng.uniform(0.6, 1.4, (len(frames), 1, 1, 1)) * rng.uniform(0.8, 1.2, (len(frames), 1, 1, 3))
+    return np.clip(frames * gain.astype(np.float32), 0, 255).astype(np.uint8)
+
+
 def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
-          inputs: int = 3) -> float:
+          inputs: int = 3, augment: bool = False, seed: int = 0) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` and save it to
     ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
     correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
@@ -119,10 +126,31 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, 
     frames = np.concatenate([frames, frames[:, :, ::-1]])  # mirrored: a turn or strafe the other way
     actions = np.concatenate([actions, actions * np.array([-1, -1, 1, 1][:inputs], np.float32)])
     distances = np.concatenate([distances, distances])
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(seed)
     net = build_reach(inputs)
     net.compile(keras.optimizers.Adam(1e-3), "huber")
-    net.fit([frames, actions], distances, batch_size=256, epochs=epochs, verbose=2, shuffle=True)
+    if augment:  # a fresh light and tint for every frame of every epoch (colours)
+        import keras
+
+        class Batches(keras.utils.PyDataset):
+            def __init__(self) -> None:
+                super().__init__()
+                self.rng = np.random.default_rng(seed)
+                self.order = self.rng.permutation(len(frames))
+
+            def __len__(self) -> int:
+                return -(-len(frames) // 256)
+
+            def __getitem__(self, i: int) -> tuple:
+                at = np.sort(self.order[i * 256:(i + 1) * 256])
+                return (colours(frames[at], self.rng), actions[at]), distances[at]
+
+            def on_epoch_end(self) -> None:
+                self.order = self.rng.permutation(len(frames))
+
+        net.fit(Batches(), epochs=epochs, verbose=2)
+    else:
+        net.fit([frames, actions], distances, batch_size=256, epochs=epochs, verbose=2, shuffle=True)
     if path.suffix == ".npz":
         save_reach(net, path)
     else:
@@ -169,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"held {HOLD}; a door takes longer than that to open and pass)")
     ap.add_argument("--inputs", type=int, choices=sorted(COLUMNS), default=3,
                     help="action inputs: 3 the moves alone (the shipped prior), 4 the moves and the A button")
+    ap.add_argument("--augment", action="store_true", help="train under a random light and tint per frame")
+    ap.add_argument("--train-seed", type=int, default=0, help="the seed of the model's initial weights and batches")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--draws", type=int, default=8, help="draws of the prior the model chooses among")
@@ -190,13 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         for path in pool.map(_collect, todo):
             print(f"collected {path}", flush=True)
     if args.ship:
-        train(data, None, args.epochs, Path(args.ship), args.horizon, args.inputs)
+        train(data, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment, args.train_seed)
         print(f"wrote {args.ship}")
         return 0
     models, fidelity = {m: out / f"model_without_{m}.keras" for m in maps}, {}
     for m in maps:
         if not models[m].exists():
-            fidelity[m] = train(data, m, args.epochs, models[m], args.horizon, args.inputs)
+            fidelity[m] = train(data, m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
+                                args.train_seed)
             print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, never trained on: "
                   f"{fidelity[m]:.3f}",
                   flush=True)
