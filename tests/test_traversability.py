@@ -10,6 +10,21 @@ def trav(load_tool):
     return load_tool("traversability")
 
 
+def fake_maps(tmp_path, n: int) -> dict:
+    """Two maps' worth of random play (frames, actions, positions, one episode each), as ``collect`` writes."""
+    from explorer.agent.reach import FRAME
+
+    rng = np.random.default_rng(0)
+    data = {}
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.npz"
+        np.savez_compressed(path, frames=rng.integers(0, 256, (n, *FRAME), dtype=np.uint8),
+                            actions=rng.uniform(-1, 1, (n, 5)).astype(np.float32),
+                            positions=np.cumsum(rng.uniform(0, 20, (n, 2)), axis=0), episodes=np.zeros(n, int))
+        data[name] = path
+    return data
+
+
 def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_episode(trav, tmp_path):
     n = 30
     frames = np.arange(n, dtype=np.uint8)[:, None, None, None] * np.ones((1, 64, 64, 3), np.uint8)
@@ -34,17 +49,9 @@ def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_e
 
 
 def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav, tmp_path):
-    from explorer.agent.reach import FRAME, load_reach
+    from explorer.agent.reach import load_reach
 
-    rng = np.random.default_rng(0)
-    data = {}
-    for name in ("a", "b"):
-        n = 40
-        path = tmp_path / f"{name}.npz"
-        np.savez_compressed(path, frames=rng.integers(0, 256, (n, *FRAME), dtype=np.uint8),
-                            actions=rng.uniform(-1, 1, (n, 5)).astype(np.float32),
-                            positions=np.cumsum(rng.uniform(0, 20, (n, 2)), axis=0), episodes=np.zeros(n, int))
-        data[name] = path
+    data = fake_maps(tmp_path, 40)
     rho = trav.train(data, "b", 1, tmp_path / "without_b.npz")  # trained on a, its rank correlation on b
     assert -1.0 <= rho <= 1.0
     model = load_reach(tmp_path / "without_b.npz")  # the checks the shipped weights pass
@@ -63,20 +70,25 @@ def test_colours_change_each_frames_light_and_tint_within_their_bounds(trav):
 
 
 def test_augmented_training_writes_a_prior_the_package_loads(trav, tmp_path):
-    from explorer.agent.reach import FRAME, load_reach
+    from explorer.agent.reach import load_reach
 
-    rng = np.random.default_rng(0)
-    data = {}
-    for name in ("a", "b"):
-        n = 300
-        path = tmp_path / f"{name}.npz"
-        np.savez_compressed(path, frames=rng.integers(0, 256, (n, *FRAME), dtype=np.uint8),
-                            actions=rng.uniform(-1, 1, (n, 5)).astype(np.float32),
-                            positions=np.cumsum(rng.uniform(0, 20, (n, 2)), axis=0), episodes=np.zeros(n, int))
-        data[name] = path
+    data = fake_maps(tmp_path, 300)
     rho = trav.train(data, "b", 1, tmp_path / "without_b.npz", augment=True, seed=3)
     assert -1.0 <= rho <= 1.0
     first = load_reach(tmp_path / "without_b.npz").get_weights()
     trav.train(data, "b", 1, tmp_path / "again.npz", augment=True, seed=4)
     assert any(not np.allclose(x, y) for x, y in zip(first, load_reach(tmp_path / "again.npz").get_weights(),
                                                       strict=True))  # the seed is the training's
+
+
+def test_a_folder_of_models_trained_with_another_recipe_is_refused_before_anything_runs(trav, tmp_path, capsys):
+    out = tmp_path / "runs"
+    out.mkdir()
+    (out / "model_without_E1M1.keras").write_bytes(b"a model of some recipe")  # no recipe.json: not known
+    assert trav.main(["--out", str(out), "--augment"]) == 2
+    assert "another --out" in capsys.readouterr().err
+    (out / "recipe.json").write_text('{"horizon": 8, "inputs": 3, "epochs": 3, "augment": false, "train_seed": 0, '
+                                     '"data_seed": 100}\n')
+    assert trav.main(["--out", str(out), "--augment"]) == 2  # trained without --augment
+    assert "'augment': False" in capsys.readouterr().err
+    assert not any(out.glob("data_*"))  # refused before any play was collected

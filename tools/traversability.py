@@ -19,6 +19,9 @@ see in the newest frame alone.
    of ``--draws`` draws of the prior by predicted distance (``oracle_ceilings``'
    harness), beside ``sticky_prior`` in the same run.
 
+Held-out models already in ``--out`` are reused, so a folder keeps the recipe it was trained with
+(``recipe.json``: horizon, inputs, epochs, ``--augment``, seeds); another recipe is refused there.
+
 ``--ship`` instead trains one model on all four maps and writes the weights the
 package ships for ``learner.actions.plan_score = "reach"`` (``explorer/agent/reach.py``).
 
@@ -130,8 +133,6 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, 
     net = build_reach(inputs)
     net.compile(keras.optimizers.Adam(1e-3), "huber")
     if augment:  # a fresh light and tint for every frame of every epoch (colours)
-        import keras
-
         class Batches(keras.utils.PyDataset):
             def __init__(self) -> None:
                 super().__init__()
@@ -214,6 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     maps = list(MAPS)
+    models = {m: out / f"model_without_{m}.keras" for m in maps}
+    recipe = {"horizon": args.horizon, "inputs": args.inputs, "epochs": args.epochs, "augment": args.augment,
+              "train_seed": args.train_seed, "data_seed": args.data_seed}
+    kept = out / "recipe.json"
+    if not args.ship and any(p.exists() for p in models.values()):  # models are reused: this recipe's only
+        try:
+            theirs = json.loads(kept.read_text()) if kept.stat().st_size < 4096 else None
+        except (OSError, ValueError):
+            theirs = None
+        if theirs != recipe:
+            print(f"traversability: {out}'s held-out models were trained with {theirs or 'another recipe'}, "
+                  f"not {recipe}: give another --out", file=sys.stderr)
+            return 2
+    if not args.ship:
+        kept.write_text(json.dumps(recipe) + "\n")
     data = {m: out / f"data_{m}_{args.data_seed}.npz" for m in maps}
     todo = [(m, args.data_seed, args.data_steps, data[m]) for m in maps if not data[m].exists()]
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -223,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         train(data, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment, args.train_seed)
         print(f"wrote {args.ship}")
         return 0
-    models, fidelity = {m: out / f"model_without_{m}.keras" for m in maps}, {}
+    fidelity: dict[str, float] = {}
     for m in maps:
         if not models[m].exists():
             fidelity[m] = train(data, m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
