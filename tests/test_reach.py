@@ -11,6 +11,7 @@ import tensorflow as tf
 from explorer.agent.reach import (
     FRAME,
     MAX_BYTES,
+    MAX_MODELS,
     WEIGHTS,
     Reach,
     build_reach,
@@ -39,7 +40,7 @@ def _valid(tmp_path):
 
 def test_a_weights_file_written_by_save_reach_loads_as_it_was(tmp_path):
     path, arrays = _valid(tmp_path)
-    model = load_reach(path)
+    (model,) = load_reach(path)
     for i, w in enumerate(model.get_weights()):
         np.testing.assert_array_equal(w, arrays[f"w{i}"])
 
@@ -210,7 +211,7 @@ def test_replan_below_without_the_reach_planner_is_refused():
 def test_a_weights_file_of_either_action_width_loads_as_its_own_model(tmp_path, inputs):
     path = tmp_path / "reach.npz"
     save_reach(build_reach(inputs), path)
-    assert load_reach(path).inputs[1].shape[-1] == inputs
+    assert load_reach(path)[0].inputs[1].shape[-1] == inputs
     arrays = dict(np.load(path))
     arrays["w10"] = np.zeros((64 + 5, 64), np.float32)  # an action of 5 inputs: no model of this package's
     np.savez(path, **arrays)
@@ -230,3 +231,68 @@ def test_the_reach_prior_reads_the_a_button_where_the_pad_sends_it():
     np.testing.assert_allclose(reach_a_first(frame, np.c_[moves, pressed]).numpy(), with_a, atol=1e-6)
     np.testing.assert_allclose(reach_a_second(frame, np.c_[moves, released, pressed]).numpy(), with_a, atol=1e-6)
     np.testing.assert_allclose(no_a(frame, moves).numpy(), without, atol=1e-6)  # a pad without A never presses it
+
+
+def _scores(model, frame, moves):
+    """What one model predicts for each of ``moves`` from ``frame``, the plain way: the frame once per move."""
+    return model([np.repeat(frame[None], len(moves), 0), moves], training=False)[:, 0].numpy()
+
+
+def test_an_ensemble_file_loads_its_models_and_scores_each_draw_by_their_mean(tmp_path):
+    models = [build_reach() for _ in range(3)]
+    path = tmp_path / "ensemble.npz"
+    save_reach(models, path)
+    assert sorted(np.load(path).files)[:2] == ["m0_w0", "m0_w1"]
+    loaded = load_reach(path)
+    assert len(loaded) == 3
+    for model, again in zip(models, loaded, strict=True):
+        for w, v in zip(model.get_weights(), again.get_weights(), strict=True):
+            np.testing.assert_array_equal(w, v)
+    frame = np.random.default_rng(0).integers(0, 256, FRAME, dtype=np.uint8)
+    sent = np.random.default_rng(1).uniform(-1, 1, (6, 5)).astype(np.float32)
+    each = np.stack([_scores(m, frame, sent[:, [0, 2, 3]]) for m in models])
+    assert not np.allclose(each[0], each[1])  # models trained (here: drawn) apart differ
+    np.testing.assert_allclose(Reach(loaded)(frame, sent).numpy(), each.mean(0), atol=1e-5)
+    np.testing.assert_allclose(Reach(models[1])(frame, sent).numpy(), each[1], atol=1e-5)  # one model: its own
+
+
+@pytest.mark.parametrize("tamper, says", [
+    (lambda a: a.pop("m1_w3"), "not the model's"),
+    (lambda a: a.update(m2_w0=a["m1_w0"], m2_w1=a["m1_w1"]), "not the model's"),  # a third model, partly
+    (lambda a: a.update(w0=a["m0_w0"]), "not the model's"),  # one model's names beside an ensemble's
+    (lambda a: a.update(m1_w10=np.zeros((64 + 4, 64), np.float32)), "different widths"),
+    (lambda a: a.update(m1_w5=np.full_like(a["m1_w5"], np.inf)), "array m1_w5"),
+], ids=["missing", "partial", "mixed-names", "mixed-widths", "inf"])
+def test_an_ensemble_file_that_is_not_its_models_arrays_is_refused_in_one_line(tmp_path, tamper, says):
+    path = tmp_path / "ensemble.npz"
+    save_reach([build_reach(), build_reach()], path)
+    arrays = dict(np.load(path))
+    tamper(arrays)
+    np.savez(path, **arrays)
+    with pytest.raises(ExplorerError, match=says) as err:
+        load_reach(path)
+    assert "\n" not in str(err.value) and "reinstall explorer" in str(err.value)
+
+
+def test_more_models_than_an_ensemble_holds_are_refused_on_write_and_on_read(tmp_path):
+    model = build_reach()
+    with pytest.raises(ValueError, match=f"1 to {MAX_MODELS} models"):
+        save_reach([model] * (MAX_MODELS + 1), tmp_path / "many.npz")
+    weights = model.get_weights()
+    np.savez(tmp_path / "many.npz", **{f"m{j}_w{i}": w for j in range(MAX_MODELS + 1) for i, w in enumerate(weights)})
+    with pytest.raises(ExplorerError, match="not the model's"):
+        load_reach(tmp_path / "many.npz")
+
+
+def test_an_array_whose_header_claims_more_than_the_file_may_hold_is_refused_before_its_data_is_read(tmp_path):
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (1 << 20, 1 << 10)})
+    path = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(path, "w") as z:  # a 4 GiB array announced in a few bytes
+        z.writestr("w0.npy", header.getvalue() + b"\0" * 64)
+    with pytest.raises(ExplorerError, match="not the model's") as err:
+        load_reach(path)
+    assert "1048576, 1024" in str(err.value)

@@ -54,7 +54,7 @@ def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav,
     data = fake_maps(tmp_path, 40)
     rho = trav.train(data, "b", 1, tmp_path / "without_b.npz")  # trained on a, its rank correlation on b
     assert -1.0 <= rho <= 1.0
-    model = load_reach(tmp_path / "without_b.npz")  # the checks the shipped weights pass
+    (model,) = load_reach(tmp_path / "without_b.npz")  # the checks the shipped weights pass
     assert model.count_params() == trav.build_reach().count_params()
 
 
@@ -75,9 +75,9 @@ def test_augmented_training_writes_a_prior_the_package_loads(trav, tmp_path):
     data = fake_maps(tmp_path, 300)
     rho = trav.train(data, "b", 1, tmp_path / "without_b.npz", augment=True, seed=3)
     assert -1.0 <= rho <= 1.0
-    first = load_reach(tmp_path / "without_b.npz").get_weights()
+    first = load_reach(tmp_path / "without_b.npz")[0].get_weights()
     trav.train(data, "b", 1, tmp_path / "again.npz", augment=True, seed=4)
-    assert any(not np.allclose(x, y) for x, y in zip(first, load_reach(tmp_path / "again.npz").get_weights(),
+    assert any(not np.allclose(x, y) for x, y in zip(first, load_reach(tmp_path / "again.npz")[0].get_weights(),
                                                       strict=True))  # the seed is the training's
 
 
@@ -92,3 +92,26 @@ def test_a_folder_of_models_trained_with_another_recipe_is_refused_before_anythi
     assert trav.main(["--out", str(out), "--augment"]) == 2  # trained without --augment
     assert "'augment': False" in capsys.readouterr().err
     assert not any(out.glob("data_*"))  # refused before any play was collected
+
+
+def test_join_writes_several_weights_files_as_one_ensemble_and_refuses_a_bad_one(trav, tmp_path, capsys):
+    from explorer.agent.reach import load_reach
+
+    a, b, bad = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "bad.npz"
+    trav.save_reach(trav.build_reach(), a)
+    trav.save_reach([trav.build_reach(), trav.build_reach()], b)
+    assert trav.main(["--join", str(tmp_path / "ab.npz"), str(a), str(b)]) == 0
+    joined = load_reach(tmp_path / "ab.npz")
+    assert len(joined) == 3
+    np.testing.assert_array_equal(joined[0].get_weights()[0], load_reach(a)[0].get_weights()[0])
+    np.testing.assert_array_equal(joined[2].get_weights()[0], load_reach(b)[1].get_weights()[0])
+    bad.write_bytes(b"not an archive")
+    assert trav.main(["--join", str(tmp_path / "out.npz"), str(a), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.npz are not the model's" in err and err.count("\n") == 1 and not (tmp_path / "out.npz").exists()
+    for folder in ("x", "y"):
+        for m in trav.MAPS:
+            (tmp_path / folder).mkdir(exist_ok=True)
+            trav.save_reach(trav.build_reach(), tmp_path / folder / f"reach_without_{m}.npz")
+    assert trav.main(["--join-held-out", str(tmp_path / "xy"), str(tmp_path / "x"), str(tmp_path / "y")]) == 0
+    assert all(len(load_reach(tmp_path / "xy" / f"reach_without_{m}.npz")) == 2 for m in trav.MAPS)

@@ -24,6 +24,9 @@ Held-out models already in ``--out`` are reused, so a folder keeps the recipe it
 
 ``--ship`` instead trains one model on all four maps and writes the weights the
 package ships for ``learner.actions.plan_score = "reach"`` (``explorer/agent/reach.py``).
+``--join OUT IN...`` writes the models of several weights files as one ensemble,
+which the package scores by its models' mean; ``--join-held-out OUT IN...`` does so
+for each map's held-out priors of several ``--models-only`` folders.
 
 The model is trained with the engine's positions, so it is prior knowledge of
 Doom's pictures, not something a run learns; the screen tells whether such a
@@ -31,6 +34,7 @@ prior is worth building into the agent.
 
     python tools/traversability.py --out runs/traversability --seeds 0 1 --jobs 2
     python tools/traversability.py --out runs/traversability --ship explorer/agent/reach_doom.npz
+    python tools/traversability.py --join explorer/agent/reach_doom.npz runs/a.npz runs/b.npz
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_ceilings  # noqa: E402
 from bench_explore import MAPS  # noqa: E402
 
-from explorer.agent.reach import UNITS, build_reach, save_reach  # noqa: E402
-from explorer.core import Step  # noqa: E402
+from explorer.agent.reach import UNITS, build_reach, load_reach, save_reach  # noqa: E402
+from explorer.core import ExplorerError, Step  # noqa: E402
 
 #: agent steps a distance is measured over: one held draw of the prior
 HOLD = oracle_ceilings.HOLD
@@ -177,6 +181,15 @@ def scorer(path: Path):
     return score
 
 
+def join(out: Path, paths: list[Path]) -> int:
+    """Write the models of the weights files at ``paths`` (each checked as the package checks its own) as one
+    ensemble at ``out``; returns the number of models."""
+    models = [model for path in paths for model in load_reach(path)]
+    save_reach(models, out)
+    load_reach(out)  # what was written is what the package reads
+    return len(models)
+
+
 def _collect(task: tuple) -> Path:
     return collect(*task)
 
@@ -211,7 +224,25 @@ def main(argv: list[str] | None = None) -> int:
                     "arrays load_reach reads (reach_without_<map>.npz, for bench_explore --reach-held-out), no screen")
     ap.add_argument("--ship", metavar="NPZ", help="instead of the screen, train on every suite map and write the "
                     "weights the package ships (explorer/agent/reach_doom.npz)")
+    ap.add_argument("--join", nargs="+", metavar="NPZ", help="run nothing: write the models of the second and later "
+                    "weights files as one ensemble to the first")
+    ap.add_argument("--join-held-out", nargs="+", metavar="DIR", help="run nothing: write each map's held-out priors "
+                    "(reach_without_<map>.npz) of the second and later folders as one ensemble into the first")
     args = ap.parse_args(argv)
+    joins = ([(Path(args.join[0]), [Path(p) for p in args.join[1:]])] if args.join else []) + [
+        (Path(args.join_held_out[0]) / f"reach_without_{m}.npz",
+         [Path(d) / f"reach_without_{m}.npz" for d in args.join_held_out[1:]]) for m in MAPS if args.join_held_out]
+    for target, sources in joins:
+        try:
+            if not sources:
+                raise ExplorerError("give the weights files to join after the file to write")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            print(f"wrote {target}: {join(target, sources)} models")
+        except (ExplorerError, ValueError) as err:
+            print(f"traversability: {target}: {err}", file=sys.stderr)
+            return 2
+    if joins:
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     maps = list(MAPS)

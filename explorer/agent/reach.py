@@ -12,13 +12,18 @@ With ``learner.actions.plan_score = "reach"`` the actor sends, at each decision,
 whichever of the policy's own action and ``plan_candidates`` draws of the prior it
 expects to go farthest (:class:`Reach`).
 
-The weights ship with the package as plain arrays (``reach_doom.npz``), loaded without
-pickles into an architecture built here, with every array's count, shape and values
-checked: the file cannot bring code or layers of its own.
+A weights file holds one model or an ensemble of up to :data:`MAX_MODELS` trained apart;
+an ensemble judges each draw by its models' mean, which errs less than any one of them
+(docs/experiments.md). The weights ship with the package as plain arrays
+(``reach_doom.npz``), loaded without pickles into an architecture built here, with every
+array's count, shape and values checked, and every array's header read before its data:
+the file cannot bring code, layers or sizes of its own.
 """
 
 from __future__ import annotations
 
+import re
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,8 @@ WEIGHTS = Path(__file__).resolve().parent / "reach_doom.npz"
 FRAME = REACH_FRAME
 #: the largest weights file read
 MAX_BYTES = 4 << 20
+#: the most models a weights file's ensemble holds
+MAX_MODELS = 8
 #: agent steps the predicted distance is over: one held draw of the prior
 HOLD = 8
 #: map units per unit of the model's output: it predicts distances in hundreds of map units
@@ -63,18 +70,47 @@ def build_reach(inputs: int = 3) -> keras.Model:
     return keras.Model([frame, action], keras.layers.Dense(1)(h), name="reach")
 
 
-def save_reach(model: keras.Model, path: str | Path) -> None:
-    """Write ``model``'s weights as plain arrays ``w0``, ``w1``, ... (what :func:`load_reach` reads)."""
-    arrays: dict[str, Any] = {f"w{i}": np.asarray(w, np.float32) for i, w in enumerate(model.get_weights())}
+def save_reach(models: keras.Model | Sequence[keras.Model], path: str | Path) -> None:
+    """Write a model's weights as plain arrays ``w0``, ``w1``, ..., or an ensemble's as ``m0_w0``, ...,
+    ``m1_w0``, ... (what :func:`load_reach` reads)."""
+    models = [models] if isinstance(models, keras.Model) else list(models)
+    if not 1 <= len(models) <= MAX_MODELS:
+        raise ValueError(f"a reach weights file holds 1 to {MAX_MODELS} models, not {len(models)}")
+    prefix = (lambda j: "") if len(models) == 1 else (lambda j: f"m{j}_")
+    arrays: dict[str, Any] = {f"{prefix(j)}w{i}": np.asarray(w, np.float32)
+                              for j, model in enumerate(models) for i, w in enumerate(model.get_weights())}
     np.savez_compressed(path, **arrays)
 
 
-def load_reach(path: str | Path | None = None) -> keras.Model:
-    """:func:`build_reach` with the weights at ``path`` (by default :data:`WEIGHTS`, read when called).
+def _arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` at ``path``, each header read and its size bounded before its data is."""
+    arrays: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        if len(members) > MAX_MODELS * 16:
+            raise ValueError(f"{len(members)} arrays")
+        for member in members:
+            name = member.filename.removesuffix(".npy")
+            if member.file_size > MAX_BYTES or not re.fullmatch(r"(m\d+_)?w\d+", name):
+                raise ValueError(f"an array {name!r} of {member.file_size} bytes")
+            with archive.open(member) as f:
+                version = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, _, dtype = read(f)
+                if dtype.hasobject or int(np.prod(shape)) * dtype.itemsize > MAX_BYTES:
+                    raise ValueError(f"array {name} is {dtype}{list(shape)}")
+            with archive.open(member) as f:
+                arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
+    return arrays
+
+
+def load_reach(path: str | Path | None = None) -> tuple[keras.Model, ...]:
+    """The models of the weights file at ``path`` (by default :data:`WEIGHTS`, read when called), each a
+    :func:`build_reach` with its arrays: one for a file of ``w0``, ``w1``, ..., an ensemble's for ``m0_w0``, ...
 
     Raises:
       ExplorerError: the file is missing, larger than :data:`MAX_BYTES`, not an array file, or its arrays are
-        not the model's in count, shape or finite values.
+        not one to :data:`MAX_MODELS` models' of one action width, in count, shape or finite values.
     """
     path = Path(WEIGHTS if path is None else path)
     try:
@@ -85,26 +121,39 @@ def load_reach(path: str | Path | None = None) -> keras.Model:
     if size > MAX_BYTES:
         raise ExplorerError(f"the reach prior's weights {path} are {size} bytes, more than the {MAX_BYTES} read: "
                             "reinstall explorer")
+    count = len(build_reach().get_weights())
     try:
-        with np.load(path, allow_pickle=False) as data:
-            names = sorted(data.files, key=lambda n: (len(n), n))
-            count = len(build_reach().get_weights())
-            if names != [f"w{i}" for i in range(count)]:
-                raise ValueError(f"arrays {names[:4]}... where w0..w{count - 1} were expected")
-            arrays = [np.asarray(data[f"w{i}"]) for i in range(count)]
-    except (OSError, ValueError, EOFError) as err:
+        arrays = _arrays(path)
+        names = sorted(arrays, key=lambda n: (len(n), n))
+        single = [f"w{i}" for i in range(count)]
+        k = len(names) // count
+        prefixes = [""] if names == single else [f"m{j}_" for j in range(k)]
+        if not 1 <= k <= MAX_MODELS or sorted(names) != sorted(f"{p}{w}" for p in prefixes for w in single):
+            raise ValueError(f"arrays {names[:4]}... where w0..w{count - 1}, or m0_w0.. for each of up to "
+                             f"{MAX_MODELS} models, were expected")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ExplorerError(f"the reach prior's weights {path} are not the model's ({err}): reinstall explorer") from err
+    models = tuple(_model(path, p, [arrays[f"{p}{w}"] for w in single]) for p in prefixes)
+    if len({int(m.inputs[1].shape[-1]) for m in models}) > 1:
+        raise ExplorerError(f"the reach prior's weights {path}: its models read actions of different widths: "
+                            "reinstall explorer")
+    return models
+
+
+def _model(path: Path, prefix: str, arrays: list[np.ndarray]) -> keras.Model:
+    """:func:`build_reach` with ``arrays``, checked in shape and values (``prefix``: their names' in the file)."""
     # the action's width is read off the first layer after the frame's and action's join
     inputs = arrays[JOINED].shape[0] - 64 if arrays[JOINED].ndim == 2 else -1
     if inputs not in MOVES:
-        raise ExplorerError(f"the reach prior's weights {path}: array w{JOINED} is {list(arrays[JOINED].shape)}, the "
-                            f"model takes [{' or '.join(str(64 + k) for k in MOVES)}, 64]: reinstall explorer")
+        raise ExplorerError(f"the reach prior's weights {path}: array {prefix}w{JOINED} is "
+                            f"{list(arrays[JOINED].shape)}, the model takes "
+                            f"[{' or '.join(str(64 + k) for k in MOVES)}, 64]: reinstall explorer")
     model = build_reach(inputs)
     shapes = [tuple(w.shape) for w in model.get_weights()]
     for i, (a, shape) in enumerate(zip(arrays, shapes, strict=True)):
         if a.shape != shape or a.dtype.kind != "f" or not np.all(np.isfinite(a)):
-            raise ExplorerError(f"the reach prior's weights {path}: array w{i} is {a.dtype}{list(a.shape)}, the model "
-                                f"takes finite float{list(shape)}: reinstall explorer")
+            raise ExplorerError(f"the reach prior's weights {path}: array {prefix}w{i} is {a.dtype}{list(a.shape)}, "
+                                f"the model takes finite float{list(shape)}: reinstall explorer")
     model.set_weights([a.astype(np.float32) for a in arrays])
     return model
 
@@ -112,35 +161,56 @@ def load_reach(path: str | Path | None = None) -> keras.Model:
 def reach_features(model: keras.Model | None = None) -> keras.Model:
     """The reach prior's picture half: frame ``uint8[64, 64, 3]`` to the 64 features its distance is judged from
     (how open the view is, and which way), a fixed embedding for the episodic novelty
-    (``novelty.embedding = "reach"``). ``model`` is :func:`load_reach`'s (by default the shipped weights)."""
-    model = model if model is not None else load_reach()
+    (``novelty.embedding = "reach"``). ``model`` is one of :func:`load_reach`'s (by default the shipped file's
+    first)."""
+    model = model if model is not None else load_reach()[0]
     frame = model.inputs[0]
     flat = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
     dense = next(layer for layer in model.layers if isinstance(layer, keras.layers.Dense) and layer.input is flat.output)
     return keras.Model(frame, dense.output, name="reach_features")
 
 
+def reach_head(model: keras.Model) -> keras.Model:
+    """The reach prior's other half: :func:`reach_features`' 64 features and the action to the distance, so
+    that a frame's features are computed once for all of a decision's candidates."""
+    join = next(layer for layer in model.layers if isinstance(layer, keras.layers.Concatenate))
+    features, action = keras.Input((64,)), keras.Input((int(model.inputs[1].shape[-1]),))
+    h = join([features, action])
+    for layer in model.layers[model.layers.index(join) + 1:]:
+        h = layer(h)
+    return keras.Model([features, action], h, name="reach_head")
+
+
 class Reach:
-    """Scores candidate actions by the distance the reach prior expects each to cover from a frame.
+    """Scores candidate actions by the distance the reach prior expects each to cover from a frame: with an
+    ensemble, by its models' mean.
 
     Args:
-      model: :func:`load_reach`'s model (by default the shipped weights).
+      models: :func:`load_reach`'s models, or one model (by default the shipped file's).
       buttons: the pad's buttons, in the order they follow the sticks in an action as sent.
     """
 
-    def __init__(self, model: keras.Model | None = None, buttons: Sequence[str] = ("a",)):
-        self.model = model if model is not None else load_reach()
-        self.reads_a = int(self.model.inputs[1].shape[-1]) == 4
+    def __init__(self, models: keras.Model | Sequence[keras.Model] | None = None, buttons: Sequence[str] = ("a",)):
+        models = load_reach() if models is None else [models] if isinstance(models, keras.Model) else models
+        self.models = tuple(models)
+        widths = {int(m.inputs[1].shape[-1]) for m in self.models}
+        if len(self.models) < 1 or len(widths) != 1:
+            raise ValueError(f"a reach ensemble is one or more models of one action width, not {sorted(widths)}")
+        self.reads_a = widths == {4}
         self.a_at = 4 + buttons.index("a") if "a" in buttons else None
+        self.halves = [(reach_features(m), reach_head(m)) for m in self.models]
 
     def __call__(self, frame: Any, sent: Any) -> tf.Tensor:
         """``float32[K]``: the predicted 8-step distance of each of ``sent`` (``float32[K, 4 + n]``, actions as
         sent: camera x, camera y, walk x, walk y, buttons) from ``frame`` (``uint8[64, 64, 3]``)."""
         sent = tf.convert_to_tensor(sent, tf.float32)
         k = tf.shape(sent)[0]
-        frames = tf.repeat(tf.convert_to_tensor(frame, tf.uint8)[None], k, axis=0)
+        frame = tf.convert_to_tensor(frame, tf.uint8)[None]
         moves = tf.gather(sent, [0, 2, 3], axis=1)
         if self.reads_a:  # A's column, or never pressed on a pad without it
             a = sent[:, self.a_at:self.a_at + 1] if self.a_at is not None else tf.zeros([k, 1])
             moves = tf.concat([moves, a], axis=1)
-        return self.model([frames, moves], training=False)[:, 0]
+        total = 0.0
+        for features, head in self.halves:  # the frame's features once per model, not once per candidate
+            total += head([tf.repeat(features(frame, training=False), k, axis=0), moves], training=False)[:, 0]
+        return total / len(self.halves)
