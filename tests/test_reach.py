@@ -296,3 +296,9 @@ def test_an_array_whose_header_claims_more_than_the_file_may_hold_is_refused_bef
     with pytest.raises(ExplorerError, match="not the model's") as err:
         load_reach(path)
     assert "1048576, 1024" in str(err.value)
+    header = io.BytesIO()  # dimensions whose product overflows 64 bits
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (1 << 32, 1 << 32)})
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w0.npy", header.getvalue())
+    with pytest.raises(ExplorerError, match="past the"):
+        load_reach(path)

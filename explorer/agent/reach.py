@@ -22,6 +22,7 @@ the file cannot bring code, layers or sizes of its own.
 
 from __future__ import annotations
 
+import math
 import re
 import zipfile
 from collections.abc import Sequence
@@ -83,8 +84,9 @@ def save_reach(models: keras.Model | Sequence[keras.Model], path: str | Path) ->
 
 
 def _arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` at ``path``, each header read and its size bounded before its data is."""
+    """The arrays of the ``.npz`` at ``path``, each header read and their sizes bounded before their data is."""
     arrays: dict[str, np.ndarray] = {}
+    total = 0
     with zipfile.ZipFile(path) as archive:
         members = archive.infolist()
         if len(members) > MAX_MODELS * 16:
@@ -97,8 +99,9 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
                 version = np.lib.format.read_magic(f)
                 read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
                 shape, _, dtype = read(f)
-                if dtype.hasobject or int(np.prod(shape)) * dtype.itemsize > MAX_BYTES:
-                    raise ValueError(f"array {name} is {dtype}{list(shape)}")
+                total += math.prod(shape) * dtype.itemsize
+                if dtype.hasobject or total > MAX_BYTES:
+                    raise ValueError(f"array {name} is {dtype}{list(shape)}, past the {MAX_BYTES} bytes read")
             with archive.open(member) as f:
                 arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
     return arrays
