@@ -109,6 +109,10 @@ def test_join_writes_several_weights_files_as_one_ensemble_and_refuses_a_bad_one
     assert trav.main(["--join", str(tmp_path / "out.npz"), str(a), str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.npz are not the model's" in err and err.count("\n") == 1 and not (tmp_path / "out.npz").exists()
+    before = a.read_bytes()
+    assert trav.main(["--join", str(a), str(a), str(bad)]) == 2  # into one of its own inputs: a is kept whole
+    assert a.read_bytes() == before and sorted(p.name for p in tmp_path.glob(".*")) == []
+    assert trav.main(["--join", str(a), str(a), str(b)]) == 0 and len(load_reach(a)) == 3
     for folder in ("x", "y"):
         for m in trav.MAPS:
             (tmp_path / folder).mkdir(exist_ok=True)

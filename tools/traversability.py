@@ -58,6 +58,7 @@ from bench_explore import MAPS  # noqa: E402
 
 from explorer.agent.reach import UNITS, build_reach, load_reach, save_reach  # noqa: E402
 from explorer.core import ExplorerError, Step  # noqa: E402
+from explorer.files import atomic_save  # noqa: E402
 
 #: agent steps a distance is measured over: one held draw of the prior
 HOLD = oracle_ceilings.HOLD
@@ -185,8 +186,13 @@ def join(out: Path, paths: list[Path]) -> int:
     """Write the models of the weights files at ``paths`` (each checked as the package checks its own) as one
     ensemble at ``out``; returns the number of models."""
     models = [model for path in paths for model in load_reach(path)]
-    save_reach(models, out)
-    load_reach(out)  # what was written is what the package reads
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            save_reach(models, f)
+        load_reach(tmp)  # what replaces out is what the package reads
+
+    atomic_save(out, write)  # out may be one of paths: it holds the old models or the new, never a part
     return len(models)
 
 

@@ -27,7 +27,7 @@ import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import keras
 import numpy as np
@@ -71,7 +71,7 @@ def build_reach(inputs: int = 3) -> keras.Model:
     return keras.Model([frame, action], keras.layers.Dense(1)(h), name="reach")
 
 
-def save_reach(models: keras.Model | Sequence[keras.Model], path: str | Path) -> None:
+def save_reach(models: keras.Model | Sequence[keras.Model], path: str | Path | IO[bytes]) -> None:
     """Write a model's weights as plain arrays ``w0``, ``w1``, ..., or an ensemble's as ``m0_w0``, ...,
     ``m1_w0``, ... (what :func:`load_reach` reads)."""
     models = [models] if isinstance(models, keras.Model) else list(models)
@@ -83,13 +83,14 @@ def save_reach(models: keras.Model | Sequence[keras.Model], path: str | Path) ->
     np.savez_compressed(path, **arrays)
 
 
-def _arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` at ``path``, each header read and their sizes bounded before their data is."""
+def _arrays(path: Path, most: int) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` at ``path``, at most ``most`` of them, each header read and their sizes bounded
+    before their data is."""
     arrays: dict[str, np.ndarray] = {}
     total = 0
     with zipfile.ZipFile(path) as archive:
         members = archive.infolist()
-        if len(members) > MAX_MODELS * 16:
+        if len(members) > most:
             raise ValueError(f"{len(members)} arrays")
         for member in members:
             name = member.filename.removesuffix(".npy")
@@ -126,7 +127,7 @@ def load_reach(path: str | Path | None = None) -> tuple[keras.Model, ...]:
                             "reinstall explorer")
     count = len(build_reach().get_weights())
     try:
-        arrays = _arrays(path)
+        arrays = _arrays(path, MAX_MODELS * count)
         names = sorted(arrays, key=lambda n: (len(n), n))
         single = [f"w{i}" for i in range(count)]
         k = len(names) // count
@@ -197,7 +198,7 @@ class Reach:
         models = load_reach() if models is None else [models] if isinstance(models, keras.Model) else models
         self.models = tuple(models)
         widths = {int(m.inputs[1].shape[-1]) for m in self.models}
-        if len(self.models) < 1 or len(widths) != 1:
+        if len(widths) != 1:
             raise ValueError(f"a reach ensemble is one or more models of one action width, not {sorted(widths)}")
         self.reads_a = widths == {4}
         self.a_at = 4 + buttons.index("a") if "a" in buttons else None
