@@ -11,6 +11,7 @@ from explorer import cli
 from explorer.agent.actor import LearningActor
 from explorer.config import load
 from explorer.core import action_dim
+from explorer.run.driver import Controls
 from explorer.testing.fakes import FakeScreen
 
 # a batch of 8 decisions comes before step 120 when each is held 8 steps (ViZDoom's learner.action_repeat)
@@ -39,10 +40,20 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
 
     calls: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"now": []}
     policy = LearningActor.policy
+    # play stops once it has what the test checks, however slowly a loaded machine ticks: enough decisions,
+    # with the previous action, the step fraction and the novelty averages each having moved
+    controls = Controls()
+    enough = {"decisions": 0, "context": 0}
+
+    def moved(played, n):
+        contexts = np.stack([c for c, _ in played])
+        return np.ptp(contexts[:, :n]) > 0 and np.ptp(contexts[:, n]) > 0 and np.ptp(contexts[:, n + 1]) > 0
 
     def spy(self, obs, ctx):
         mean, log_std = policy(self, obs, ctx)
         calls["now"].append((np.array(ctx), np.array(mean)))
+        if enough["decisions"] and len(calls["now"]) >= enough["decisions"] and moved(calls["now"], enough["context"]):
+            controls.request_stop("the test has what it checks")
         return mean, log_std
 
     monkeypatch.setattr(LearningActor, "policy", spy)
@@ -53,15 +64,20 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
     repeat = load(run / "config.toml").learner.action_repeat  # the policy decides once per repeat ticks
     config = load(run / "config.toml", [f"run.dir={str(tmp_path / 'play')!r}", f"record.dir={str(tmp_path / 'sessions')!r}",
                                         "control.countdown_s=0", "control.hz=20", "capture.fps=20",
-                                        f"control.max_seconds={3 if repeat == 1 else 8}",
+                                        "control.max_seconds=300",  # a bound for a hang only: the spy stops play
                                         "learner.schedule.publish_every=1000000000"])
     rng = np.random.default_rng(0)
     screen = FakeScreen([rng.integers(0, 255, config.observation.height * config.observation.width * 3, dtype=np.uint8)
                          .reshape(config.observation.height, config.observation.width, 3) for _ in range(40)])
-    summary = play(config, dry_run=True, resume=run, screen=screen)
+    n = action_dim(config.pad.buttons)  # the context: previous action, step fraction, two novelty averages
+    want = enough["decisions"] = 20 if repeat == 1 else 8
+    enough["context"] = n
+    summary = play(config, dry_run=True, resume=run, screen=screen, controls=controls)
+    enough["decisions"] = 0  # replay runs to the session's end
     played = calls["now"]
     calls["now"] = []
-    assert summary["dry_run"] and summary["session"] and len(played) >= (20 if repeat == 1 else 8), (summary["loop"], len(played))
+    assert summary["stopped_by"] == controls.reason, summary["loop"]  # stopped on the decisions, not the time bound
+    assert summary["dry_run"] and summary["session"] and len(played) >= want, (summary["loop"], len(played))
 
     assert cli.main(["replay", summary["session"], "--evaluate", str(run), "--out", str(tmp_path / "eval")]) == 0
     evaluated = calls["now"]
@@ -69,10 +85,7 @@ def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_an
     for i, ((ctx_p, mean_p), (ctx_e, mean_e)) in enumerate(zip(played, evaluated, strict=True)):
         np.testing.assert_allclose(ctx_e, ctx_p, atol=1e-6, err_msg=f"context at step {i}")
         np.testing.assert_allclose(mean_e, mean_p, atol=1e-5, err_msg=f"policy output at step {i}")
-    contexts = np.stack([c for c, _ in played])
-    n = action_dim(config.pad.buttons)  # the context: previous action, step fraction, two novelty averages
-    assert np.ptp(contexts[:, n]) > 0 and np.ptp(contexts[:, n + 1]) > 0  # step fraction and novelty averages moved
-    assert np.ptp(contexts[:, :n]) > 0  # the previous actions too
+    assert moved(played, n)  # the previous actions, the step fraction and the novelty averages
     (eval_run,) = list((tmp_path / "eval").iterdir())
     evaluation = json.loads((eval_run / "evaluation.json").read_text())
     # every tick is a transition; the policy decided at the first of each repeat ticks, in play and replay alike
