@@ -119,3 +119,53 @@ def test_join_writes_several_weights_files_as_one_ensemble_and_refuses_a_bad_one
             trav.save_reach(trav.build_reach(), tmp_path / folder / f"reach_without_{m}.npz")
     assert trav.main(["--join-held-out", str(tmp_path / "xy"), str(tmp_path / "x"), str(tmp_path / "y")]) == 0
     assert all(len(load_reach(tmp_path / "xy" / f"reach_without_{m}.npz")) == 2 for m in trav.MAPS)
+
+
+def test_the_choosers_play_holds_the_draw_its_prior_scores_highest(trav, tmp_path, monkeypatch):
+    """``collect`` with a prior: every 8 steps the best of the draws by that prior, as the planner scores."""
+    prior = tmp_path / "prior.npz"
+    trav.save_reach(trav.build_reach(), prior)
+    scored = []
+    real = trav.reach_scorer
+
+    def spy(path, buttons=("a",)):
+        score = real(path, buttons)
+
+        def recorded(step, sent):
+            scores = score(step, sent)
+            scored.append(sent[int(np.argmax(scores))].copy())
+            return scores
+        return recorded
+
+    monkeypatch.setattr(trav, "reach_scorer", spy)
+    path = trav.collect("my_way_home", 0, 24, tmp_path / "chosen.npz", prior=prior, draws=4)
+    d = np.load(path)
+    assert len(d["frames"]) == len(d["actions"]) == 24 and len(scored) == 3  # one choice per 8 steps held
+    for i, best in enumerate(scored):
+        np.testing.assert_allclose(d["actions"][8 * i:8 * i + 8, :4], np.tile(best[:4], (8, 1)), atol=1e-6)
+
+
+def test_a_model_trains_on_several_play_files_per_map_and_is_judged_on_the_held_out_maps_first(trav, tmp_path,
+                                                                                               monkeypatch):
+    data = fake_maps(tmp_path, 40)
+    (tmp_path / "more").mkdir()
+    more = fake_maps(tmp_path / "more", 40)
+    read = []
+    samples = trav.samples
+    monkeypatch.setattr(trav, "samples", lambda path, *a: read.append(path) or samples(path, *a))
+    rho = trav.train({"a": [data["a"], more["a"]], "b": [data["b"], more["b"]]}, "b", 1, tmp_path / "w.npz")
+    assert read == [data["a"], more["a"], data["b"]]  # trained on both of a's files; judged on b's first
+    assert -1.0 <= rho <= 1.0 and (tmp_path / "w.npz").exists()
+
+
+def test_chooser_data_needs_a_prior_for_every_map_left_out(trav, tmp_path, capsys):
+    priors = tmp_path / "priors"
+    priors.mkdir()
+    trav.save_reach(trav.build_reach(), priors / "reach_without_E1M1.npz")
+    assert trav.main(["--out", str(tmp_path / "out"), "--chooser-data", str(priors)]) == 2
+    err = capsys.readouterr().err
+    assert "reach_without_my_way_home.npz is missing" in err and err.count("\n") == 1
+    assert not any((tmp_path / "out").glob("data_*"))  # refused before any play was collected
+    assert trav.main(["--out", str(tmp_path / "out"), "--ship", str(tmp_path / "w.npz"),
+                      "--chooser-data", str(priors)]) == 2  # --ship takes a weights file
+    assert "a weights file" in capsys.readouterr().err

@@ -10,7 +10,9 @@ see in the newest frame alone.
    (64 x 64 colour, as the agent sees it), the mean of the next 8 actions sent
    (camera x, walk x, walk y and, with ``--inputs 4``, the A button that opens doors)
    and how far the player got in the next ``--horizon`` steps, in map units, read from
-   the engine for this measurement only.
+   the engine for this measurement only. With ``--chooser-data`` the play of the chooser (each held
+   draw the best of ``--draws`` by a reach prior) is added: the moves a chooser picks are those whose
+   distance a prior overrates, and ``sticky_prior``'s play holds few of them.
 2. **Train**, for each map, a small CNN on the other three maps (each frame also
    mirrored, with camera x and walk x negated): frame and action in, the distance
    out. It prints the Spearman correlation of its predictions with the
@@ -68,8 +70,10 @@ SCALE = UNITS
 COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
 
 
-def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
-    """``sticky_prior``'s play on ``map_name``: newest frames, actions sent, positions, episode numbers."""
+def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None = None, draws: int = 8) -> Path:
+    """``sticky_prior``'s play on ``map_name``: newest frames, actions sent, positions, episode numbers. With
+    ``prior`` (a weights file) the chooser's play instead: each held draw the best of ``draws`` draws of the
+    prior by that reach prior, so the data hold the moves it picks, those it would misjudge."""
     from explorer.agent.actor import RandomActor
     from explorer.agent.networks import StickRange
     from explorer.config import load
@@ -77,7 +81,9 @@ def collect(map_name: str, seed: int, steps: int, path: Path) -> Path:
 
     config = load(None, [f"run.seed={seed}", *MAPS[map_name], "run.agent=sticky_prior", f"run.sticky_steps={HOLD}"])
     env = make_env(config)
-    actor = RandomActor(seed, sticky_steps=HOLD, sticks=StickRange(config.learner, config.pad.buttons))
+    sticks = StickRange(config.learner, config.pad.buttons)
+    actor = (oracle_ceilings.ChoosingActor(seed, sticks, draws, reach_scorer(prior, config.pad.buttons)) if prior
+             else RandomActor(seed, sticky_steps=HOLD, sticks=sticks))
     frames, actions, positions, episodes = [], [], [], []
     step, episode = env.reset(), 0
     try:
@@ -119,15 +125,17 @@ def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(frames * gain.astype(np.float32), 0, 255).astype(np.uint8)
 
 
-def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
+def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
           inputs: int = 3, augment: bool = False, seed: int = 0) -> float:
-    """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` and save it to
-    ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package ships); returns the Spearman
-    correlation of the predicted and true distances on ``held_out`` (NaN with none)."""
+    """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` (a map's play
+    file, or several) and save it to ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package
+    ships); returns the Spearman correlation of the predicted and true distances on ``held_out``'s first file
+    (NaN with none)."""
     import keras
     from novelty_fidelity import spearman
 
-    parts = [samples(p, horizon, inputs) for m, p in data.items() if m != held_out]
+    files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
+    parts = [samples(p, horizon, inputs) for m, paths in files.items() if m != held_out for p in paths]
     frames = np.concatenate([f for f, _, _ in parts])
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
@@ -163,21 +171,36 @@ def train(data: dict[str, Path], held_out: str | None, epochs: int, path: Path, 
         net.save(path)
     if held_out is None:
         return float("nan")
-    f, a, y = samples(data[held_out], horizon, inputs)
+    f, a, y = samples(files[held_out][0], horizon, inputs)
     return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
 
 
 def scorer(path: Path):
-    """The :class:`oracle_ceilings.ChoosingActor` score of the model at ``path``: each candidate's predicted
-    distance from the step's newest frame."""
+    """The :class:`oracle_ceilings.ChoosingActor` score of the model at ``path`` (a ``.keras`` model, or weights
+    as the package loads them): each candidate's predicted distance from the step's newest frame."""
     import keras
 
+    if Path(path).suffix == ".npz":
+        return reach_scorer(Path(path))
     net = keras.models.load_model(path)
 
     def score(step: Step, sent: np.ndarray) -> np.ndarray:
         frame = np.repeat(np.asarray(step.obs)[-1][None], len(sent), axis=0)
         columns = COLUMNS[int(net.inputs[1].shape[-1])]
         return net([frame, sent[:, columns].astype(np.float32)], training=False).numpy()[:, 0]
+
+    return score
+
+
+def reach_scorer(path: Path, buttons: tuple[str, ...] = ("a",)):
+    """The :class:`oracle_ceilings.ChoosingActor` score of the weights file at ``path`` (one model or an
+    ensemble), as the package's planner scores: :class:`explorer.agent.reach.Reach`."""
+    from explorer.agent.reach import Reach
+
+    reach = Reach(load_reach(path), tuple(buttons))
+
+    def score(step: Step, sent: np.ndarray) -> np.ndarray:
+        return reach(np.asarray(step.obs)[-1], sent.astype(np.float32)).numpy()
 
     return score
 
@@ -218,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", type=int, choices=sorted(COLUMNS), default=3,
                     help="action inputs: 3 the moves alone (the shipped prior), 4 the moves and the A button")
     ap.add_argument("--augment", action="store_true", help="train under a random light and tint per frame")
+    ap.add_argument("--chooser-data", metavar="PRIORS", help="add the chooser's play to each model's data (the best "
+                    "of --draws draws by a reach prior, --data-steps per map): for a held-out model, played on each "
+                    "other map by PRIORS/reach_without_<map>.npz, a prior that never saw its map either; with --ship, "
+                    "by the weights file PRIORS")
     ap.add_argument("--train-seed", type=int, default=0, help="the seed of the model's initial weights and batches")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -255,6 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     models = {m: out / f"model_without_{m}.keras" for m in maps}
     recipe = {"horizon": args.horizon, "inputs": args.inputs, "epochs": args.epochs, "augment": args.augment,
               "train_seed": args.train_seed, "data_seed": args.data_seed}
+    chooser = Path(args.chooser_data).resolve() if args.chooser_data else None
+    if chooser is not None:
+        priors = [chooser] if args.ship else [chooser / f"reach_without_{m}.npz" for m in maps]
+        missing = [p for p in priors if not p.is_file()]
+        if missing:
+            print(f"traversability: --chooser-data: {missing[0]} is missing: give "
+                  f"{'a weights file' if args.ship else 'a folder of held-out priors (--models-only)'}",
+                  file=sys.stderr)
+            return 2
+        recipe.update(chooser_data=str(chooser), draws=args.draws)
     kept = out / "recipe.json"
     if not args.ship and any(p.exists() for p in models.values()):  # models are reused: this recipe's only
         try:
@@ -269,17 +306,33 @@ def main(argv: list[str] | None = None) -> int:
         kept.write_text(json.dumps(recipe) + "\n")
     data = {m: out / f"data_{m}_{args.data_seed}.npz" for m in maps}
     todo = [(m, args.data_seed, args.data_steps, data[m]) for m in maps if not data[m].exists()]
+    # the chooser's play, per map played and per prior: (map played, the prior's map left out or None)
+    chosen: dict[tuple[str, str | None], Path] = {}
+    if chooser is not None:
+        tag = chooser.stem if args.ship else chooser.name
+        for held in [None] if args.ship else maps:
+            prior = chooser if held is None else chooser / f"reach_without_{held}.npz"
+            for m in maps:
+                if m != held:
+                    chosen[m, held] = out / f"data_{m}_{args.data_seed}_chosen_by_{tag}{'' if held is None else '_without_' + held}.npz"
+                    if not chosen[m, held].exists():
+                        todo.append((m, args.data_seed, args.data_steps, chosen[m, held], prior, args.draws))
+
+    def data_for(held: str | None) -> dict[str, list[Path]]:
+        return {m: [data[m], *([chosen[m, held]] if (m, held) in chosen else [])] for m in maps}
+
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in pool.map(_collect, todo):
             print(f"collected {path}", flush=True)
     if args.ship:
-        train(data, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment, args.train_seed)
+        train(data_for(None), None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
+              args.train_seed)
         print(f"wrote {args.ship}")
         return 0
     fidelity: dict[str, float] = {}
     for m in maps:
         if not models[m].exists():
-            fidelity[m] = train(data, m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
+            fidelity[m] = train(data_for(m), m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
                                 args.train_seed)
             print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, never trained on: "
                   f"{fidelity[m]:.3f}",
