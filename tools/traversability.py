@@ -136,10 +136,16 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
 
     files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
     parts = [samples(p, horizon, inputs) for m, paths in files.items() if m != held_out for p in paths]
-    frames = np.concatenate([f for f, _, _ in parts])
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
-    frames = np.concatenate([frames, frames[:, :, ::-1]])  # mirrored: a turn or strafe the other way
+    n = len(distances)  # the frames, then the same mirrored (a turn or strafe the other way), in one array:
+    frames = np.empty((2 * n, *parts[0][0].shape[1:]), np.uint8)  # each part freed once copied, so memory
+    at = 0  # peaks near 3 copies of the play, not 4
+    while parts:
+        f = parts.pop(0)[0]
+        frames[at:at + len(f)] = f
+        at += len(f)
+    frames[n:] = frames[:n, :, ::-1]
     actions = np.concatenate([actions, actions * np.array([-1, -1, 1, 1][:inputs], np.float32)])
     distances = np.concatenate([distances, distances])
     keras.utils.set_random_seed(seed)
