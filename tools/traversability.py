@@ -99,8 +99,12 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
                 step, episode = env.reset(), episode + 1
     finally:
         env.close()
-    np.savez_compressed(path, frames=np.array(frames), actions=np.array(actions), positions=np.array(positions),
-                        episodes=np.array(episodes))
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, frames=np.array(frames), actions=np.array(actions), positions=np.array(positions),
+                                episodes=np.array(episodes))
+
+    atomic_save(path, write)  # a collection stopped part-way leaves no file that a later run would reuse
     return path
 
 
