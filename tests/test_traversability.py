@@ -169,3 +169,16 @@ def test_chooser_data_needs_a_prior_for_every_map_left_out(trav, tmp_path, capsy
     assert trav.main(["--out", str(tmp_path / "out"), "--ship", str(tmp_path / "w.npz"),
                       "--chooser-data", str(priors)]) == 2  # --ship takes a weights file
     assert "a weights file" in capsys.readouterr().err
+
+
+def test_the_choosers_play_is_named_by_its_priors_content(trav, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    trav.save_reach(trav.build_reach(), one / "reach_without_E1M1.npz")
+    (two / "reach_without_E1M1.npz").write_bytes((one / "reach_without_E1M1.npz").read_bytes())
+    same = [trav.chooser_play(tmp_path, "E1M2", 100, d / "reach_without_E1M1.npz") for d in (one, two)]
+    assert same[0] == same[1]  # the same prior in another folder: the same play
+    trav.save_reach(trav.build_reach(), two / "reach_without_E1M1.npz")  # retrained in place
+    assert trav.chooser_play(tmp_path, "E1M2", 100, two / "reach_without_E1M1.npz") != same[0]
+    assert same[0].parent == tmp_path and same[0].name.startswith("data_E1M2_100_chosen_by_")

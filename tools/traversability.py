@@ -42,6 +42,7 @@ prior is worth building into the agent.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -68,6 +69,14 @@ HOLD = oracle_ceilings.HOLD
 SCALE = UNITS
 #: the columns of an action as sent (sticks, then the pad's buttons, A first) a model with 3 or 4 inputs reads
 COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
+
+
+def chooser_play(out: Path, map_name: str, seed: int, prior: Path) -> Path:
+    """Where the play of ``prior``'s chooser on ``map_name`` is kept in ``out``.
+
+    Named by the prior's content, so another prior, or this one retrained in place,
+    never reuses this play; the same prior in another folder does."""
+    return out / f"data_{map_name}_{seed}_chosen_by_{hashlib.sha256(prior.read_bytes()).hexdigest()[:12]}.npz"
 
 
 def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None = None, draws: int = 8) -> Path:
@@ -319,12 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     # the chooser's play, per map played and per prior: (map played, the prior's map left out or None)
     chosen: dict[tuple[str, str | None], Path] = {}
     if chooser is not None:
-        tag = chooser.stem if args.ship else chooser.name
         for held in [None] if args.ship else maps:
             prior = chooser if held is None else chooser / f"reach_without_{held}.npz"
             for m in maps:
                 if m != held:
-                    chosen[m, held] = out / f"data_{m}_{args.data_seed}_chosen_by_{tag}{'' if held is None else '_without_' + held}.npz"
+                    chosen[m, held] = chooser_play(out, m, args.data_seed, prior)
                     if not chosen[m, held].exists():
                         todo.append((m, args.data_seed, args.data_steps, chosen[m, held], prior, args.draws))
 
