@@ -511,3 +511,25 @@ def test_reach_held_out_plays_each_map_with_the_prior_never_trained_on_it(bench,
     # the same run with the shipped prior is another run: --resume does not take one for the other
     assert bench.main([*common[:-2], "--out", str(tmp_path / "c"), "--resume"]) == 0
     assert "resuming: 0 of 1 runs" in capsys.readouterr().out
+
+
+def test_reach_plays_every_map_with_one_candidate_prior(bench, tmp_path, capsys):
+    from explorer.agent import reach
+
+    shipped = reach.WEIGHTS
+    common = ["--maps", "my_way_home", "--steps", "60", "--seeds", "0", "--agents", "frozen",
+              "--set", "game.episode_steps=30"]
+    candidate = tmp_path / "candidate.npz"
+    assert bench.main([*common, "--reach", str(candidate), "--out", str(tmp_path / "a")]) == 2
+    assert "candidate.npz is missing" in capsys.readouterr().err  # refused before any run
+    assert not (tmp_path / "a").exists()
+    assert bench.main([*common, "--reach", str(tmp_path), "--out", str(tmp_path / "a")]) == 2
+    assert "give a weights file ending in .npz" in capsys.readouterr().err
+    assert bench.main([*common, "--reach", str(candidate), "--reach-held-out", str(tmp_path),
+                       "--out", str(tmp_path / "a")]) == 2
+    assert "give one" in capsys.readouterr().err
+    reach.save_reach([reach.build_reach(), reach.build_reach()], candidate)
+    assert bench.main([*common, "--reach", str(candidate), "--out", str(tmp_path / "b")]) == 0
+    (result,) = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert result["reach_weights"] == str(candidate.resolve())
+    assert reach.WEIGHTS is shipped and bench.HELD_OUT not in os.environ  # nothing left behind

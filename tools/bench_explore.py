@@ -282,14 +282,18 @@ def _recorded_overrides(agent_name: str, overrides: list[str]) -> list[str]:
     return _game_sets(overrides) if agent_name in ("uniform", "sticky", "original") else list(overrides)
 
 
-#: the environment variable by which ``--reach-held-out`` reaches the ``--jobs`` processes
+#: the environment variable by which ``--reach-held-out`` (a folder) or ``--reach`` (a weights file) reaches the
+#: ``--jobs`` processes
 HELD_OUT = "EXPLORER_BENCH_REACH_HELD_OUT"
 
 
 def reach_weights(map_name: str) -> str | None:
-    """The reach prior's weights a run on ``map_name`` plays with under ``--reach-held-out`` (None: the shipped)."""
-    folder = os.environ.get(HELD_OUT)
-    return str(Path(folder) / f"reach_without_{map_name}.npz") if folder and map_name in MAPS else None
+    """The reach prior's weights a run on ``map_name`` plays with under ``--reach-held-out`` or ``--reach``
+    (None: the shipped)."""
+    given = os.environ.get(HELD_OUT)
+    if not given or map_name not in MAPS:
+        return None
+    return given if given.endswith(".npz") else str(Path(given) / f"reach_without_{map_name}.npz")
 
 
 def _done(result: dict, task: tuple) -> bool:
@@ -332,7 +336,7 @@ def run(agent_name: str, seed: int, steps: int, overrides: list[str], out: Path,
     weights = reach_weights(map_name)
     from explorer.agent import reach
     shipped = reach.WEIGHTS
-    if weights:  # --reach-held-out: the prior this run's agent reads is one never trained on this map
+    if weights:  # --reach-held-out (the prior this run's agent reads never saw this map) or --reach
         reach.WEIGHTS = Path(weights)
     try:
         summary = explore(config, progress=False, actor=agent)
@@ -665,6 +669,8 @@ def main(argv: list[str] | None = None) -> int:
                     "folders (one step budget per map) into one table with every seed, written as suite.md in --out")
     ap.add_argument("--reach-held-out", metavar="DIR", help="each Doom map's reach prior is DIR/reach_without_<map>.npz "
                     "(tools/traversability.py --models-only): one never trained on that map's pictures")
+    ap.add_argument("--reach", metavar="NPZ", help="every Doom map's reach prior is this weights file (a candidate "
+                    "to ship: tools/traversability.py --ship or --join), not the shipped one")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
     args = ap.parse_args(argv)
     try:
@@ -692,13 +698,20 @@ def _bench(args: argparse.Namespace) -> int:
     maps = args.maps or (list(GYM_MAPS) if args.gym else list(MAPS) if args.suite else ["my_way_home"])
     load(None, args.overrides, game=True)  # a wrong --set is said now, not by each run
     os.environ.pop(HELD_OUT, None)
-    if args.reach_held_out:  # for this command and its --jobs processes (main clears it)
-        os.environ[HELD_OUT] = str(Path(args.reach_held_out).resolve())
+    if args.reach_held_out and args.reach:
+        print("bench_explore: --reach-held-out and --reach each choose the reach prior: give one", file=sys.stderr)
+        return 2
+    if args.reach and not args.reach.endswith(".npz"):
+        print(f"bench_explore: --reach {args.reach}: give a weights file ending in .npz", file=sys.stderr)
+        return 2
+    if args.reach_held_out or args.reach:  # for this command and its --jobs processes (main clears it)
+        os.environ[HELD_OUT] = str(Path(args.reach_held_out or args.reach).resolve())
         missing = [w for w in map(reach_weights, maps) if w and not Path(w).is_file()]
         if missing:
             os.environ.pop(HELD_OUT)
-            print(f"bench_explore: --reach-held-out: {missing[0]} is missing: make the held-out priors with "
-                  f"python tools/traversability.py --models-only --out {args.reach_held_out}", file=sys.stderr)
+            how = ("--models-only --out " + args.reach_held_out if args.reach_held_out else "--ship " + args.reach)
+            print(f"bench_explore: {missing[0]} is missing: make it with python tools/traversability.py {how}",
+                  file=sys.stderr)
             return 2
     out = Path(args.out)
     _make_out(out)
