@@ -75,8 +75,11 @@ def chooser_play(out: Path, map_name: str, seed: int, prior: Path) -> Path:
     """Where the play of ``prior``'s chooser on ``map_name`` is kept in ``out``.
 
     Named by the prior's content, so another prior, or this one retrained in place,
-    never reuses this play; the same prior in another folder does."""
-    return out / f"data_{map_name}_{seed}_chosen_by_{hashlib.sha256(prior.read_bytes()).hexdigest()[:12]}.npz"
+    never reuses this play; the same prior in another folder does. The file is hashed as it is read, never
+    held whole: its size is checked only when the prior is loaded."""
+    with open(prior, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()[:12]
+    return out / f"data_{map_name}_{seed}_chosen_by_{digest}.npz"
 
 
 def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None = None, draws: int = 8) -> Path:
