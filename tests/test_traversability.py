@@ -48,6 +48,34 @@ def test_samples_are_the_distance_and_mean_action_of_the_next_steps_inside_one_e
     np.testing.assert_allclose(a, np.tile([0.5, 0.0, 1.0, 0.5], (4, 1)))  # the action over the draw's 8
 
 
+def test_a_move_followed_by_damage_or_death_is_learned_as_going_nowhere(trav, tmp_path):
+    n = 40
+    frames = np.arange(n, dtype=np.uint8)[:, None, None, None] * np.ones((1, 64, 64, 3), np.uint8)
+    positions = np.stack([np.arange(n) * 10.0, np.zeros(n)], axis=1)  # 10 map units a step, east
+    episodes = np.where(np.arange(n) < 20, 0, 1)
+    hurt = np.zeros(n, bool)
+    hurt[19] = True  # episode 0 ends in death
+    hurt[30] = True  # a blow in episode 1
+    path = tmp_path / "data.npz"
+    np.savez_compressed(path, frames=frames, actions=np.zeros((n, 5), np.float32), positions=positions,
+                        episodes=episodes, hurt=hurt)
+    f, _, y = trav.samples(path, horizon=8, inputs=3, hurt=True)
+    steps = [int(x[0, 0, 0]) for x in f]
+    assert steps == [*range(12), *range(20, 32)]  # the same moves as without damage: each draw inside its episode
+    nowhere = {t for t, d in zip(steps, y, strict=True) if d == 0.0}
+    assert nowhere == {*range(19 - trav.HURT + 1, 12), *range(20, 31)}  # within HURT steps before a blow, same episode
+    np.testing.assert_allclose([d for t, d in zip(steps, y, strict=True) if t not in nowhere], 80.0 / trav.SCALE)
+    f, _, y = trav.samples(path, horizon=16, inputs=3, hurt=True)  # a death within the horizon keeps the move
+    assert [int(x[0, 0, 0]) for x in f] == [*range(12), 20, 21, 22, 23]  # 4..11 end in death within 16 steps
+    np.testing.assert_allclose(y, [160.0 / trav.SCALE] * 4 + [0.0] * 12)
+    _, _, plain = trav.samples(path, horizon=16, inputs=3)
+    assert len(plain) == 4 + 4 and plain[:4].all()  # without hurt: steps 0..3 and 20..23, their distances
+    np.savez_compressed(path, frames=frames, actions=np.zeros((n, 5), np.float32), positions=positions,
+                        episodes=episodes)
+    with pytest.raises(trav.ExplorerError, match="without the damage"):
+        trav.samples(path, hurt=True)
+
+
 def test_train_fits_the_held_out_prior_and_writes_arrays_the_package_loads(trav, tmp_path):
     from explorer.agent.reach import load_reach
 
@@ -140,7 +168,8 @@ def test_the_choosers_play_holds_the_draw_its_prior_scores_highest(trav, tmp_pat
     monkeypatch.setattr(trav, "reach_scorer", spy)
     path = trav.collect("my_way_home", 0, 24, tmp_path / "chosen.npz", prior=prior, draws=4)
     d = np.load(path)
-    assert len(d["frames"]) == len(d["actions"]) == 24 and len(scored) == 3  # one choice per 8 steps held
+    assert len(d["frames"]) == len(d["actions"]) == len(d["hurt"]) == 24 and len(scored) == 3  # a choice per 8 steps
+    assert not d["hurt"].any()  # my_way_home has no damaging floor
     for i, best in enumerate(scored):
         np.testing.assert_allclose(d["actions"][8 * i:8 * i + 8, :4], np.tile(best[:4], (8, 1)), atol=1e-6)
 

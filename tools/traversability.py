@@ -67,6 +67,9 @@ from explorer.files import atomic_save  # noqa: E402
 HOLD = oracle_ceilings.HOLD
 #: distances are learned in hundreds of map units
 SCALE = UNITS
+#: steps a move is charged with the damage that follows it: a held draw, then the longest wait for the next blow of
+#: a damaging floor (Doom's nukage strikes every 32 tics, 8 agent steps of 4 tics)
+HURT = HOLD + 8
 #: the columns of an action as sent (sticks, then the pad's buttons, A first) a model with 3 or 4 inputs reads
 COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
 
@@ -96,9 +99,10 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
     sticks = StickRange(config.learner, config.pad.buttons)
     actor = (oracle_ceilings.ChoosingActor(seed, sticks, draws, reach_scorer(prior, config.pad.buttons)) if prior
              else RandomActor(seed, sticky_steps=HOLD, sticks=sticks))
-    frames, actions, positions, episodes = [], [], [], []
+    frames, actions, positions, episodes, hurt = [], [], [], [], []
     step, episode = env.reset(), 0
     try:
+        health = _health(env)
         for _ in range(steps):
             frames.append(np.asarray(step.obs)[-1])
             p = step.info["position"]
@@ -108,30 +112,64 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
             actions.append(action)
             step = env.step(action)
             if step.last:
+                hurt.append(env.outcome == "death")
                 step, episode = env.reset(), episode + 1
+                health = _health(env)
+            else:
+                before, health = health, _health(env)
+                hurt.append(health < before)
     finally:
         env.close()
+
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             np.savez_compressed(f, frames=np.array(frames), actions=np.array(actions), positions=np.array(positions),
-                                episodes=np.array(episodes))
+                                episodes=np.array(episodes), hurt=np.array(hurt, bool))
 
     atomic_save(path, write)  # a collection stopped part-way leaves no file that a later run would reuse
     return path
 
 
-def samples(path: Path, horizon: int = HOLD, inputs: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def samples(path: Path, horizon: int = HOLD, inputs: int = 3,
+            hurt: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every step whose next ``horizon`` steps stay in its episode: its frame, the mean of the next ``HOLD``
     steps' actions (camera x, walk x, walk y and, with ``inputs`` 4, the A button) and the distance the player
-    covered in ``horizon`` steps, in ``SCALE`` map units."""
+    covered in ``horizon`` steps, in ``SCALE`` map units.
+
+    With ``hurt``, a move the player is hurt or killed within ``HURT`` steps of (a held draw, then the longest
+    wait for a damaging floor's next blow) counts as going nowhere, distance 0: the steps into a pit of nukage,
+    which open ground otherwise rates highest. Such a move is kept whenever its draw's ``HOLD`` steps are of
+    its episode, even if the episode ends (in death) within ``horizon`` steps.
+
+    Raises:
+      ExplorerError: ``hurt`` and the play was collected without the damage it took.
+    """
     d = np.load(path)
     frames, actions, positions, episodes = d["frames"], d["actions"], d["positions"], d["episodes"]
-    n = len(frames) - horizon
+    n = len(frames) - max(horizon, HOLD)
     inside = episodes[:n] == episodes[horizon:horizon + n]
     distance = np.hypot(*(positions[horizon:horizon + n] - positions[:n]).T) / SCALE
     summed = np.cumsum(np.concatenate([np.zeros((1, actions.shape[1])), actions]), axis=0)
     mean = ((summed[HOLD:HOLD + n] - summed[:n]) / HOLD)[:, COLUMNS[inputs]]
+    if hurt:
+        if "hurt" not in d:
+            raise ExplorerError(f"{path} was collected without the damage the player took: collect it again "
+                                "(give another --out)")
+        harm = hurts(d["hurt"], episodes, HURT)[:n]
+        drawn = episodes[:n] == episodes[HOLD:HOLD + n]  # the held draw's actions are all of this episode
+        inside = inside | (harm & drawn)
+        distance = np.where(harm, 0.0, distance)
     return frames[:n][inside], mean[inside].astype(np.float32), distance[inside].astype(np.float32)
+
+
+def hurts(hurt: np.ndarray, episodes: np.ndarray, window: int) -> np.ndarray:
+    """For each step, whether the player was hurt (or killed) in it or the ``window - 1`` steps after it, in the
+    same episode: ``hurt[t]`` says the step ``t``'s action was followed by damage."""
+    n = len(hurt)
+    out = np.zeros(n, bool)
+    for lag in range(min(window, n)):
+        out[:n - lag] |= hurt[lag:] & (episodes[lag:] == episodes[:n - lag])
+    return out
 
 
 def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -142,16 +180,16 @@ def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
-          inputs: int = 3, augment: bool = False, seed: int = 0) -> float:
+          inputs: int = 3, augment: bool = False, seed: int = 0, hurt: bool = False) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` (a map's play
     file, or several) and save it to ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package
     ships); returns the Spearman correlation of the predicted and true distances on ``held_out``'s first file
-    (NaN with none)."""
+    (NaN with none). ``hurt``: a move followed by damage goes nowhere (:func:`samples`)."""
     import keras
     from novelty_fidelity import spearman
 
     files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
-    parts = [samples(p, horizon, inputs) for m, paths in files.items() if m != held_out for p in paths]
+    parts = [samples(p, horizon, inputs, hurt) for m, paths in files.items() if m != held_out for p in paths]
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
     n = len(distances)  # the frames, then the same mirrored (a turn or strafe the other way), in one array:
@@ -193,8 +231,15 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
         net.save(path)
     if held_out is None:
         return float("nan")
-    f, a, y = samples(files[held_out][0], horizon, inputs)
+    f, a, y = samples(files[held_out][0], horizon, inputs, hurt)
     return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
+
+
+def _health(env) -> float:
+    """The player's health in the built-in game, read from the engine for this measurement only."""
+    import vizdoom
+
+    return float(env.game.game.get_game_variable(vizdoom.GameVariable.HEALTH))
 
 
 def scorer(path: Path):
@@ -267,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
                     "of --draws draws by a reach prior, --data-steps per map): for a held-out model, played on each "
                     "other map by PRIORS/reach_without_<map>.npz, a prior that never saw its map either; with --ship, "
                     "by the weights file PRIORS")
+    ap.add_argument("--hurt", action="store_true", help="a move the player is hurt or killed within a draw of (and "
+                    "the wait for a damaging floor's next blow) is learned as going nowhere")
     ap.add_argument("--train-seed", type=int, default=0, help="the seed of the model's initial weights and batches")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -304,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     models = {m: out / f"model_without_{m}.keras" for m in maps}
     recipe = {"horizon": args.horizon, "inputs": args.inputs, "epochs": args.epochs, "augment": args.augment,
               "train_seed": args.train_seed, "data_seed": args.data_seed}
+    if args.hurt:
+        recipe["hurt"] = True
     chooser = Path(args.chooser_data).resolve() if args.chooser_data else None
     if chooser is not None:
         priors = [chooser] if args.ship else [chooser / f"reach_without_{m}.npz" for m in maps]
@@ -347,14 +396,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"collected {path}", flush=True)
     if args.ship:
         train(data_for(None), None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
-              args.train_seed)
+              args.train_seed, args.hurt)
         print(f"wrote {args.ship}")
         return 0
     fidelity: dict[str, float] = {}
     for m in maps:
         if not models[m].exists():
             fidelity[m] = train(data_for(m), m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
-                                args.train_seed)
+                                args.train_seed, args.hurt)
             print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, never trained on: "
                   f"{fidelity[m]:.3f}",
                   flush=True)
