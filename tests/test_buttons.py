@@ -14,7 +14,15 @@ import time
 import numpy as np
 import pytest
 
-from explorer.config import Config, LearnerConfig, NetworksConfig, PadConfig, ScheduleConfig, load
+from explorer.config import (
+    Config,
+    ConfigError,
+    LearnerConfig,
+    NetworksConfig,
+    PadConfig,
+    ScheduleConfig,
+    load,
+)
 from explorer.core import PAD_BUTTONS, Step, action_stats, clamp, neutral, settle
 from explorer.envs.live.env import LiveEnv
 from explorer.envs.live.pad import neutral_on_exit
@@ -272,6 +280,23 @@ def test_actors_hold_buttons_as_pressed_or_released():
     assert len(np.unique(acts[:, 5])) > 100 and acts[:, 5].min() < 0 < acts[:, 5].max()  # RT: a pull
     lo, hi = np.array(LearnerConfig().actions.action_low), np.array(LearnerConfig().actions.action_high)
     assert (acts[:, :4] >= lo).all() and (acts[:, :4] <= hi).all()  # sticks on their range
+
+
+def test_press_share_sets_how_often_the_prior_presses_each_button_not_a_trigger():
+    from explorer.agent.actor import RandomActor
+    from explorer.agent.networks import StickRange
+
+    learner = load(None, ["learner.actions.press_share=0.9"]).learner
+    sticks = StickRange(learner, ("a", "rt"))
+    np.testing.assert_allclose(sticks.prior[4:], [0.8, 0.0], atol=1e-6)  # 2 x 0.9 - 1 for A; a trigger keeps 0
+    np.testing.assert_allclose(sticks.prior_offset("td3").numpy()[4], np.arctanh(0.8), atol=1e-5)  # the policy's
+    actor = RandomActor(0, sticky_steps=1, sticks=sticks)
+    acts = np.stack([actor.act(None) for _ in range(2000)])  # type: ignore[arg-type]
+    assert 0.87 < (acts[:, 4] > 0).mean() < 0.93  # sticky_prior presses A in 9 draws of 10
+    assert abs(acts[:, 5].mean()) < 0.1  # RT: pulled as before, centred
+    for share in (0.0, 1.0):
+        with pytest.raises(ConfigError, match="press_share"):
+            load(None, [f"learner.actions.press_share={share}"])
 
 
 def test_gradients_reach_the_button_heads_and_the_critic_sees_buttons_as_sent():

@@ -438,7 +438,8 @@ class RandomActor:
     Each button is pressed half the time, sent through :class:`~explorer.taps.Taps` with ``tap_gap``
     as the learning actor's are. With ``sticks`` the draw is moved by the stick range's prior and put
     on the range, as the learning actor's warm-up sticks are: what the prior and the range do without
-    learning (``sticks`` then names the buttons too).
+    learning (``sticks`` then names the buttons too, each pressed in ``learner.actions.press_share``
+    of draws).
     """
 
     def __init__(self, seed: int = 0, sticky_steps: int = 1, sticks: StickRange | None = None,
