@@ -294,7 +294,7 @@ def test_press_share_sets_how_often_the_prior_presses_each_button_not_a_trigger(
     acts = np.stack([actor.act(None) for _ in range(2000)])  # type: ignore[arg-type]
     assert 0.87 < (acts[:, 4] > 0).mean() < 0.93  # sticky_prior presses A in 9 draws of 10
     assert abs(acts[:, 5].mean()) < 0.1  # RT: pulled as before, centred
-    for share in (0.0, 1.0):
+    for share in (0.0, 0.999, 1.0):  # at 0.999 and beyond the policy's start, atanh(2 x share - 1), runs away
         with pytest.raises(ConfigError, match="press_share"):
             load(None, [f"learner.actions.press_share={share}"])
 

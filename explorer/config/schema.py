@@ -396,8 +396,8 @@ class ActionsConfig(_Section):
         (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy sends per axis (camera x/y, walk x/y) (docs/config.md#learneractions)")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
-    press_share: float = Field(0.5, gt=0, lt=1, description="share of the prior's draws pressing each button, "
-                               "0-1 (docs/config.md#learneractions)")
+    press_share: float = Field(0.5, ge=0.01, le=0.99, description="share of the prior's draws pressing each "
+                               "button, 0.01-0.99 (docs/config.md#learneractions)")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="chance per decision of a random option held option_steps decisions, 0-1 (docs/config.md#learneractions)")
     option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
