@@ -116,8 +116,9 @@ class StickRange:
     ``2 * press_share - 1``, so a uniform draw in [-1, 1] moved by it presses the button in
     ``learner.actions.press_share`` of draws (half by default); triggers keep a prior of 0.
     :meth:`press` sends each as pressed (1) or released (-1). ``prior`` is ``action_prior`` in squashed
-    units (its place in the range, mapped onto [-1, 1]), then the buttons'. Calling it maps squashed values (numpy arrays or tensors) to action values; with the
-    full range [-1, 1] on every stick axis it returns its input unchanged.
+    units (its place in the range, mapped onto [-1, 1]), then the buttons'. Calling it maps squashed
+    values (numpy arrays or tensors) to action values; with the full range [-1, 1] on every stick axis
+    it returns its input unchanged.
     """
 
     def __init__(self, config: LearnerConfig, buttons: tuple[str, ...] = ()):
@@ -128,11 +129,11 @@ class StickRange:
         self.dim = action_dim(self.buttons)
         self.full = bool(np.all(low == -1.0) and np.all(high == 1.0))
         self.low, self.half = low.astype(np.float32), ((high - low) / 2).astype(np.float32)
-        pressed = [0.0 if b in TRIGGERS else 2 * config.actions.press_share - 1 for b in self.buttons]
-        prior = np.concatenate([np.asarray(config.actions.action_prior, np.float64), pressed])
-        self.prior = ((prior - low) / (high - low) * 2 - 1).astype(np.float32)
         # 1 where an output is a button (pressed or released); sticks and triggers stay continuous
         self._binary = np.array([0.0] * N_AXES + [0.0 if b in TRIGGERS else 1.0 for b in self.buttons], np.float32)
+        pressed = self._binary[N_AXES:] * (2 * config.actions.press_share - 1)  # a trigger's prior stays 0
+        prior = np.concatenate([np.asarray(config.actions.action_prior, np.float64), pressed])
+        self.prior = ((prior - low) / (high - low) * 2 - 1).astype(np.float32)
 
     def __call__(self, squashed: Any) -> Any:
         return squashed if self.full else self.low + (squashed + 1.0) * self.half
