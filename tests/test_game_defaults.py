@@ -6,6 +6,7 @@ import tomllib
 
 from explorer import cli
 from explorer.config import GAME_DEFAULTS, ConfigError, load
+from explorer.config.schema import REACH_SETTINGS
 from explorer.run.resume import command_config
 
 BROUGHT = GAME_DEFAULTS["vizdoom"]
@@ -15,11 +16,13 @@ def settings(config):
     return {key: config.setting(key) for key in BROUGHT}
 
 
-def test_vizdoom_brings_the_reach_planner_and_the_schema_keeps_its_own_defaults():
+def test_vizdoom_brings_the_reach_planner_and_a_tapped_a_and_the_schema_keeps_its_own_defaults():
     assert settings(load(None, [], game=True)) == {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
-                                                   "learner.actions.plan_score": "reach"}
+                                                   "learner.actions.plan_score": "reach",
+                                                   "learner.actions.press_share": 0.95, "pad.tap_gap": 3}
     assert settings(load(None, [])) == {"learner.action_repeat": 1, "learner.actions.plan_candidates": 0,
-                                        "learner.actions.plan_score": "model"}
+                                        "learner.actions.plan_score": "model",
+                                        "learner.actions.press_share": 0.5, "pad.tap_gap": 0}
 
 
 def test_a_setting_given_wins_over_the_games_and_the_others_still_come(tmp_path):
@@ -34,11 +37,18 @@ def test_a_setting_given_wins_over_the_games_and_the_others_still_come(tmp_path)
 @pytest.mark.parametrize("sets", [
     ["game.name=gym", "game.id=ALE/MontezumaRevenge-v5"],  # another game brings nothing
     ["game.name=synthetic"],
-    ["observation.grayscale=true"],  # frames the reach prior was not trained on: ViZDoom brings nothing either
-    ["observation.width=84", "observation.height=84"],
 ])
-def test_other_games_and_other_frames_keep_the_schemas_defaults(sets):
+def test_other_games_keep_the_schemas_defaults(sets):
     assert settings(load(None, sets, game=True)) == settings(load(None, sets))
+
+
+@pytest.mark.parametrize("sets", [["observation.grayscale=true"], ["observation.width=84", "observation.height=84"]])
+def test_frames_the_reach_prior_cannot_read_keep_the_planner_off_and_still_tap_a(sets):
+    """Frames the reach prior was not trained on: ViZDoom brings no planner, and still the pressed, tapped A
+    its doors need."""
+    brought, schema = settings(load(None, sets, game=True)), settings(load(None, sets))
+    assert {key: brought[key] for key in REACH_SETTINGS} == {key: schema[key] for key in REACH_SETTINGS}
+    assert brought["learner.actions.press_share"] == 0.95 and brought["pad.tap_gap"] == 3
 
 
 def test_a_wrong_type_is_still_named_with_where_it_came_from():
@@ -62,6 +72,7 @@ def test_an_explore_run_writes_what_it_ran_with_and_resumes_with_it(tmp_path):
     written = tomllib.loads((run / "config.toml").read_text())
     assert written["learner"]["action_repeat"] == 8
     assert written["learner"]["actions"]["plan_candidates"] == 8 and written["learner"]["actions"]["plan_score"] == "reach"
+    assert written["learner"]["actions"]["press_share"] == 0.95 and written["pad"]["tap_gap"] == 3
     # resumed, the run keeps them; a --set that changes one is refused as any other change of how it learns
     assert cli.main(["explore", "--resume", str(run), "--steps", "80", "--no-progress"]) == 0
     assert cli.main(["explore", "--resume", str(run), "--steps", "100", "--no-progress",

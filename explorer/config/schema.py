@@ -593,24 +593,31 @@ REACH_FRAME = (64, 64, 3)
 #: (``explorer explore``, ``explorer play --game``, the benchmarks) and the run's own file or command line
 #: leaves them unset. ViZDoom ships a reach prior (:mod:`explorer.agent.reach`, trained offline on the
 #: public suite's pictures): the actor holds each decision 8 steps, and every decision sends whichever of
-#: its own action and 8 draws of the prior the reach prior expects to go farthest. A run writes the values
-#: it used into its ``config.toml``, so ``--resume``, ``--evaluate`` and ``play --resume`` see them.
+#: its own action and 8 draws of the prior the reach prior expects to go farthest. Doom opens a door on a
+#: fresh press of USE (A), never on a held one: the prior presses A on 0.95 of its draws, sent as a tap
+#: every 4 steps (``pad.tap_gap = 3``). A run writes the values it used into its ``config.toml``, so ``--resume``,
+#: ``--evaluate`` and ``play --resume`` see them.
 GAME_DEFAULTS: dict[str, dict[str, Any]] = {
     "vizdoom": {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
-                "learner.actions.plan_score": "reach"},
+                "learner.actions.plan_score": "reach", "learner.actions.press_share": 0.95, "pad.tap_gap": 3},
 }
+
+#: the settings of :data:`GAME_DEFAULTS` that belong to the reach prior, brought only for the frames it reads
+REACH_SETTINGS = ("learner.action_repeat", "learner.actions.plan_candidates", "learner.actions.plan_score")
 
 
 def game_defaults(game: str, frame: tuple[int, int, int]) -> dict[str, Any]:
     """The settings ``game`` brings (:data:`GAME_DEFAULTS`) for observation frames ``(H, W, C)``.
 
     The reach prior reads the frames it was trained on (:data:`REACH_FRAME`); with other frames the game
-    brings nothing, and its settings keep the schema's defaults.
+    brings the rest of its settings (:data:`REACH_SETTINGS` keep the schema's defaults).
     """
-    brought = GAME_DEFAULTS.get(game, {})
+    brought = dict(GAME_DEFAULTS.get(game, {}))
     if brought.get("learner.actions.plan_score") == "reach" and tuple(frame) != REACH_FRAME:
-        return {}
-    return dict(brought)
+        return {key: value for key, value in brought.items() if key not in REACH_SETTINGS}
+    return brought
+
+
 #: convolutions (kernel 3, stride 2, no padding) of the fixed random CNNs in :mod:`explorer.novelty`
 NOVELTY_CNN_LAYERS = 2
 
