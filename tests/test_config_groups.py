@@ -289,7 +289,10 @@ SMALL = ["--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_ste
 
 
 def test_explore_resumes_a_run_whose_config_toml_has_the_flat_layout(tmp_path, capsys):
-    assert cli.main(["explore", "--steps", "40", "--out", str(tmp_path / "runs"), "--no-progress", *SMALL]) == 0
+    # the settings added after the groups at the values a flat-layout run ran with (the game brings others)
+    then = [arg for key, value in AFTER_GROUPS.items() for arg in ("--set", f"{key}={value}")]
+    assert cli.main(["explore", "--steps", "40", "--out", str(tmp_path / "runs"), "--no-progress", *SMALL,
+                     *then]) == 0
     (run,) = list((tmp_path / "runs").iterdir())
     written = load(run / "config.toml")
     (run / "config.toml").write_text(tomli_w.dumps(flat_layout(written)), encoding="utf-8")
