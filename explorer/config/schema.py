@@ -594,9 +594,9 @@ REACH_FRAME = (64, 64, 3)
 #: leaves them unset. ViZDoom ships a reach prior (:mod:`explorer.agent.reach`, trained offline on the
 #: public suite's pictures): the actor holds each decision 8 steps, and every decision sends whichever of
 #: its own action and 8 draws of the prior the reach prior expects to go farthest. Doom opens a door on a
-#: fresh press of USE (A), never on a held one: the prior presses A on 0.95 of its draws, sent as a tap
-#: every 4 steps (``pad.tap_gap = 3``). A run writes the values it used into its ``config.toml``, so ``--resume``,
-#: ``--evaluate`` and ``play --resume`` see them.
+#: fresh press of USE (A), never on a held one: the prior presses A on most draws, sent as taps. A run
+#: writes the values it used into its ``config.toml``, so ``--resume``, ``--evaluate`` and ``play --resume``
+#: see them.
 GAME_DEFAULTS: dict[str, dict[str, Any]] = {
     "vizdoom": {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
                 "learner.actions.plan_score": "reach", "learner.actions.press_share": 0.95, "pad.tap_gap": 3},
