@@ -19,9 +19,10 @@ def settings(config):
 def test_vizdoom_brings_the_reach_planner_and_a_tapped_a_and_the_schema_keeps_its_own_defaults():
     assert settings(load(None, [], game=True)) == {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
                                                    "learner.actions.plan_score": "reach",
+                                                   "learner.schedule.update_every": 2,
                                                    "learner.actions.press_share": 0.95, "pad.tap_gap": 3}
     assert settings(load(None, [])) == {"learner.action_repeat": 1, "learner.actions.plan_candidates": 0,
-                                        "learner.actions.plan_score": "model",
+                                        "learner.actions.plan_score": "model", "learner.schedule.update_every": 1,
                                         "learner.actions.press_share": 0.5, "pad.tap_gap": 0}
 
 
@@ -70,7 +71,7 @@ def test_an_explore_run_writes_what_it_ran_with_and_resumes_with_it(tmp_path):
     assert cli.main(["explore", "--steps", "60", "--out", str(tmp_path / "runs"), *small]) == 0
     (run,) = (tmp_path / "runs").iterdir()
     written = tomllib.loads((run / "config.toml").read_text())
-    assert written["learner"]["action_repeat"] == 8
+    assert written["learner"]["action_repeat"] == 8 and written["learner"]["schedule"]["update_every"] == 2
     assert written["learner"]["actions"]["plan_candidates"] == 8 and written["learner"]["actions"]["plan_score"] == "reach"
     assert written["learner"]["actions"]["press_share"] == 0.95 and written["pad"]["tap_gap"] == 3
     # resumed, the run keeps them; a --set that changes one is refused as any other change of how it learns

@@ -593,17 +593,21 @@ REACH_FRAME = (64, 64, 3)
 #: (``explorer explore``, ``explorer play --game``, the benchmarks) and the run's own file or command line
 #: leaves them unset. ViZDoom ships a reach prior (:mod:`explorer.agent.reach`, trained offline on the
 #: public suite's pictures): the actor holds each decision 8 steps, and every decision sends whichever of
-#: its own action and 8 draws of the prior the reach prior expects to go farthest. Doom opens a door on a
+#: its own action and 8 draws of the prior the reach prior expects to go farthest; the learner updates
+#: every 2 steps, 4 times per decision (docs/experiments.md, "updates per decision"). Doom opens a door on a
 #: fresh press of USE (A), never on a held one: the prior presses A on most draws, sent as taps. A run
 #: writes the values it used into its ``config.toml``, so ``--resume``, ``--evaluate`` and ``play --resume``
 #: see them.
 GAME_DEFAULTS: dict[str, dict[str, Any]] = {
     "vizdoom": {"learner.action_repeat": 8, "learner.actions.plan_candidates": 8,
-                "learner.actions.plan_score": "reach", "learner.actions.press_share": 0.95, "pad.tap_gap": 3},
+                "learner.actions.plan_score": "reach", "learner.schedule.update_every": 2,
+                "learner.actions.press_share": 0.95, "pad.tap_gap": 3},
 }
 
-#: the settings of :data:`GAME_DEFAULTS` that belong to the reach prior, brought only for the frames it reads
-REACH_SETTINGS = ("learner.action_repeat", "learner.actions.plan_candidates", "learner.actions.plan_score")
+#: the settings of :data:`GAME_DEFAULTS` that belong to the reach prior and its 8-step decisions, brought
+#: only for the frames it reads
+REACH_SETTINGS = ("learner.action_repeat", "learner.actions.plan_candidates", "learner.actions.plan_score",
+                  "learner.schedule.update_every")
 
 
 def game_defaults(game: str, frame: tuple[int, int, int]) -> dict[str, Any]:
