@@ -57,6 +57,21 @@ def test_one_draw_is_sticky_prior_itself(oracle):
         np.testing.assert_array_equal(base.act(step), chooser.act(step))
 
 
+def test_one_draw_with_a_tap_gap_is_sticky_prior_with_the_same_taps(oracle):
+    sticks = _sticks()
+    base = RandomActor(4, sticky_steps=oracle.HOLD, sticks=sticks, tap_gap=3)
+    chooser = oracle.ChoosingActor(4, sticks, 1, lambda step, sent: sent.sum(axis=1), tap_gap=3)
+    sent = []
+    for t in range(80):
+        step = Step(None, first=t == 0)
+        a = chooser.act(step)
+        np.testing.assert_array_equal(base.act(step), a)
+        sent.append(a[4])
+    holds = [sent[i:i + oracle.HOLD] for i in range(0, len(sent), oracle.HOLD)]
+    pressed = [h for h in holds if 1.0 in h]
+    assert pressed and all(-1.0 in h for h in pressed)  # a draw pressing A sends it as taps, not held 8 steps
+
+
 def test_each_draw_is_the_best_of_its_candidates_by_the_score(oracle):
     sticks = _sticks()
     chooser = oracle.ChoosingActor(5, sticks, 16, lambda step, sent: sent[:, 0])  # the rightmost turn wins
@@ -95,7 +110,7 @@ def test_the_engine_reports_depth_and_walls_only_to_a_game_built_for_diagnostics
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["sticky_prior", "walls", "reach", "place", "map"])
+@pytest.mark.parametrize("agent", ["sticky_prior", "walls", "reach", "place", "map", "runmap"])
 def test_a_short_run_of_each_agent_gives_a_figure(oracle, agent):
     r = oracle.run(agent, "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",))
     assert r["episodes"] >= 3 and math.isfinite(r["figure"]) and r["figure"] > 0 and r["distinct"] >= 1
@@ -110,3 +125,11 @@ def test_the_table_divides_suite_averages(oracle):
     # per map 2.00 and 1.00; the suite average 60.0 against 55.0 (not the mean of the maps' ratios, 1.50)
     assert rows[-1] == "| map, best of 8 | 20.0 (2.00) | 100.0 (1.00) | 60.0 (1.09) |"
     assert rows[-2] == "| sticky_prior | 10.0 (1.00) | 100.0 (1.00) | 55.0 (1.00) |"
+
+
+def test_the_distinct_table_reads_distinct_cells(oracle):
+    runs = [{"agent": "sticky_prior", "draws": None, "map": "a", "figure": 10.0, "distinct": 100},
+            {"agent": "runmap", "draws": 8, "map": "a", "figure": 20.0, "distinct": 150}]
+    rows = oracle.table(runs, ["a"], "distinct").splitlines()
+    assert rows[0].startswith("distinct cells over the run")
+    assert rows[-1] == "| runmap, best of 8 | 150.0 (1.50) | 150.0 (1.50) |"

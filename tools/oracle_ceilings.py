@@ -28,6 +28,11 @@ the same run:
 ``map``
   a perfect memory of place and a perfect map of walls: the same choice, with each
   draw's path stopped at the first wall it would hit (the engine's blocking lines).
+``runmap``
+  ``map`` with a memory of the whole run instead of the episode: each draw is scored
+  first by the cells no episode of the run has stood in that it would cross before
+  the first wall, then by those new to this episode. The ceiling of distinct cells
+  over the run (how much of the map the run sees) for this action family.
 
 Each agent chooses among the prior's own draws (or adds a reflex to them): the
 ceilings are of the agent's action family, held 8 steps on the prior's stick range,
@@ -63,9 +68,9 @@ from explorer.agent.actor import RandomActor  # noqa: E402
 from explorer.core import Step  # noqa: E402
 from explorer.run.coverage import FIGURE, Coverage  # noqa: E402
 
-AGENTS = ("sticky_prior", "walls", "reach", "place", "map")
+AGENTS = ("sticky_prior", "walls", "reach", "place", "map", "runmap")
 #: the agents that choose among draws of the prior
-CHOOSERS = ("reach", "place", "map")
+CHOOSERS = ("reach", "place", "map", "runmap")
 #: agent steps a draw is held (``run.sticky_steps`` of the bench's ``sticky_prior``)
 HOLD = 8
 #: map units a step at full walk y covers on the built-in game's defaults (``game.move_scale`` 25,
@@ -119,8 +124,9 @@ class ChoosingActor(RandomActor):
     """``sticky_prior``'s actor whose every draw is the best of ``draws`` of the prior by ``score``: a function
     of the step acted on and the candidates as sent (``float32[draws, dim]``) that returns one score each."""
 
-    def __init__(self, seed: int, sticks, draws: int, score: Callable[[Step, np.ndarray], np.ndarray]):
-        super().__init__(seed, sticky_steps=HOLD, sticks=sticks)
+    def __init__(self, seed: int, sticks, draws: int, score: Callable[[Step, np.ndarray], np.ndarray],
+                 tap_gap: int = 0):
+        super().__init__(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=tap_gap)
         self.draws, self.score = int(draws), score
         self._step: Step | None = None
 
@@ -157,20 +163,25 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
 
     def score(step: Step, actions: np.ndarray) -> np.ndarray:
         p = game.position()
-        return np.array([new_cells(a, p.x, p.y, p.angle, set() if agent == "reach" else coverage.episode_cells,
-                                   coverage.cell, turn, stride, state["walls"] if agent in ("map", "reach") else None)
-                         for a in actions], np.float64)
+        walls = state["walls"] if agent in ("map", "reach", "runmap") else None
+        scores = np.array([new_cells(a, p.x, p.y, p.angle, set() if agent == "reach" else coverage.episode_cells,
+                                     coverage.cell, turn, stride, walls) for a in actions], np.float64)
+        if agent == "runmap":  # cells new to the run first, then those new to the episode (at most HOLD of them)
+            scores += (HOLD + 1) * np.array([new_cells(a, p.x, p.y, p.angle, coverage.all_cells, coverage.cell,
+                                                       turn, stride, walls) for a in actions], np.float64)
+        return scores
 
     chooses = scorer is not None or agent in CHOOSERS
-    actor = ChoosingActor(seed, sticks, draws, scorer or score) if chooses else \
-        RandomActor(seed, sticky_steps=HOLD, sticks=sticks)
+    gap = config.pad.tap_gap  # buttons sent as taps, as the bench's agents send them (0: held)
+    actor = ChoosingActor(seed, sticks, draws, scorer or score, gap) if chooses else \
+        RandomActor(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=gap)
     near = turning = 0
     side = 0.0
     step = env.reset()
     try:
         for _ in range(steps):
             if step.first:
-                state["walls"] = game.walls() if agent in ("map", "reach") else state["walls"]
+                state["walls"] = game.walls() if agent in ("map", "reach", "runmap") else state["walls"]
                 near = turning = 0
             p = step.info["position"]
             coverage.add(p.x, p.y)
@@ -210,14 +221,16 @@ def _run(task: tuple) -> dict:
     return run(*task)
 
 
-def table(results: list[dict], maps: list[str]) -> str:
-    """Mean figure per agent and map over seeds, with the ratio to ``sticky_prior``'s, and the suite average (the
-    mean over the maps) with its ratio to ``sticky_prior``'s suite average, as docs/experiments.md defines it."""
+def table(results: list[dict], maps: list[str], key: str = "figure") -> str:
+    """Mean figure (or, with ``key = "distinct"``, distinct cells over the run) per agent and map over seeds, with
+    the ratio to ``sticky_prior``'s, and the suite average (the mean over the maps) with its ratio to
+    ``sticky_prior``'s suite average, as docs/experiments.md defines it."""
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in results:
-        rows.setdefault((r["agent"], r["draws"]), {}).setdefault(r["map"], []).append(r["figure"])
+        rows.setdefault((r["agent"], r["draws"]), {}).setdefault(r["map"], []).append(r[key])
     base = {m: float(np.mean(v)) for m, v in rows.get(("sticky_prior", None), {}).items()}
-    lines = [f"{FIGURE}, mean over seeds (ratio to sticky_prior)", "",
+    title = FIGURE if key == "figure" else "distinct cells over the run"
+    lines = [f"{title}, mean over seeds (ratio to sticky_prior)", "",
              "| agent | " + " | ".join(maps) + " | average |", "|---" * (len(maps) + 2) + "|"]
     for (agent, draws), per_map in rows.items():
         cells, means = [], []
@@ -247,19 +260,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, nargs="+", default=[32], help="draws of the prior that reach, place and map choose among")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting after the map's, for every run (e.g. pad.tap_gap=3); repeatable")
     ap.add_argument("--out", help="write every run's figures to this JSON file")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.jobs < 1 or min(args.draws) < 1:
         ap.error("--steps, --jobs and --draws take whole numbers of 1 or more")
     maps = list(MAPS) if args.suite else args.maps or ["my_way_home"]
-    tasks = [(a, m, s, args.steps, d) for m in maps for s in args.seeds for a in args.agents
+    tasks = [(a, m, s, args.steps, d, tuple(args.overrides)) for m in maps for s in args.seeds for a in args.agents
              for d in (args.draws if a in CHOOSERS else [0])]
     results = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for r in pool.map(_run, tasks):
             print(json.dumps(r), flush=True)
             results.append(r)
-    print("\n" + table(results, maps))
+    print("\n" + table(results, maps) + "\n\n" + table(results, maps, "distinct"))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     return 0
