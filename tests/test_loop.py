@@ -197,6 +197,25 @@ def test_watchdog_centres_the_pad_when_the_loop_stalls():
         (stall_at, stats.env["watchdog_trips_after_s"])
 
 
+def test_a_trip_after_the_reading_does_not_change_the_reading():
+    # The run's figures are read when the loop ends; the watchdog goes on until the env closes, and trips once more
+    # when shutting down takes longer than its timeout. That trip is not the run's: count and times must agree.
+    pad = RecordingPad()
+    env = live_env(FakeScreen.counting(SHAPE), pad, watchdog_s=3 / 50)
+    controls = Controls()
+    agent = Spy(policy_agent(), on_act=lambda i: i == 5 and controls.request_stop("test stop"))
+    agent.act(ring_zeros())
+    stats = Driver(env, agent, controls).run(max_seconds=HANG_S)
+    trips, times = stats.env["watchdog_trips"], list(stats.env["watchdog_trips_after_s"])
+    deadline = time.monotonic() + HANG_S
+    while env.watchdog.trips == trips and time.monotonic() < deadline:  # the loop has stopped feeding it
+        time.sleep(0.01)
+    env.close()
+    assert env.watchdog.trips > trips
+    assert stats.env["watchdog_trips_after_s"] == times
+    assert len(times) == trips
+
+
 def test_pause_centres_the_pad_and_stop_ends_the_run():
     pad = RecordingPad()
     env = live_env(FakeScreen.counting(SHAPE), pad)

@@ -184,8 +184,9 @@ class LiveEnv:
         return {"latency_p50_ms": round(lat.percentile_ms(50), 3), "latency_p95_ms": round(lat.percentile_ms(95), 3),
                 "latency_p99_ms": round(lat.percentile_ms(99), 3), "missed_ticks": self.pacer.missed,
                 "dropped_frames": self.capture.late, "watchdog_trips": self.watchdog.trips if self.watchdog else 0,
-                # when the loop stalled (seconds after the start: the stall began there), and its longest gap
-                "watchdog_trips_after_s": self.watchdog.trip_times if self.watchdog else [],
+                # when the loop stalled (seconds after the start: the stall began there), and its longest gap; a
+                # copy, so that a trip after this reading (the stall of shutting down) does not join the count's list
+                "watchdog_trips_after_s": list(self.watchdog.trip_times[:self.watchdog.trips]) if self.watchdog else [],
                 "longest_gap_ms": round(1e3 * self.watchdog.longest_gap_s, 1) if self.watchdog else None,
                 "capture_fps": round(self.capture.achieved_fps(), 2)}
 
