@@ -111,7 +111,7 @@ class PadConfig(_Section):
     buttons: tuple[PadButton, ...] = Field(
         ("a",), description="buttons and triggers the policy holds, one policy output each; [] sticks only (docs/config.md#pad)")
     tap_gap: int = Field(
-        0, ge=0, description="steps a held button is released after each press (sent as taps); 0: held (docs/config.md#pad)")
+        0, ge=0, description="steps a held button is released after each press (taps); 0: held; ViZDoom: 3 (docs/config.md#pad)")
 
     @model_validator(mode="after")
     def _distinct_buttons(self) -> PadConfig:
@@ -396,8 +396,8 @@ class ActionsConfig(_Section):
         (-0.5, -1.0, -1.0, 0.6), description="lowest stick value the policy sends per axis (camera x/y, walk x/y) (docs/config.md#learneractions)")
     action_high: tuple[_Bound, _Bound, _Bound, _Bound] = Field(
         (0.5, 1.0, 1.0, 1.0), description="highest stick value the policy can send on each axis (see action_low)")
-    press_share: float = Field(0.5, ge=0.01, le=0.99, description="share of the prior's draws pressing each "
-                               "button, 0.01-0.99 (docs/config.md#learneractions)")
+    press_share: float = Field(0.5, ge=0.01, le=0.99, description="share of the prior's draws pressing a "
+                               "button, 0.01-0.99; ViZDoom: 0.95 (docs/config.md#learneractions)")
     noise_rho: float = Field(0.9, ge=0, lt=1, description="AR(1) time correlation of exploration noise per decision")
     random_options: float = Field(0.0, ge=0, le=1, description="chance per decision of a random option held option_steps decisions, 0-1 (docs/config.md#learneractions)")
     option_steps: int = Field(8, ge=1, description="decisions a random option is held for (random_options), and a "
@@ -449,7 +449,7 @@ class ScheduleConfig(_Section):
     """When the learner trains, how much it keeps, and when it checkpoints and publishes its weights."""
 
     batch_size: int = Field(32, gt=0, description="transitions per update")
-    update_every: int = Field(1, ge=1, description="agent steps between updates (update-to-data ratio 1/update_every)")
+    update_every: int = Field(1, ge=1, description="agent steps between updates (updates per step 1/update_every); ViZDoom: 2 (docs/config.md#learnerschedule)")
     warmup_steps: int = Field(1000, ge=0, description="agent steps of correlated random sticks before the actor acts and learning starts")
     replay_mb: float = Field(600.0, gt=0, description="memory cap of the replay, MiB of uint8 frames")
     checkpoint_every: int = Field(10000, ge=0, description="agent steps between checkpoints in explore (0: only at the end); one is always written on exit")
