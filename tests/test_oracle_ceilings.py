@@ -133,3 +133,29 @@ def test_the_distinct_table_reads_distinct_cells(oracle):
     rows = oracle.table(runs, ["a"], "distinct").splitlines()
     assert rows[0].startswith("distinct cells over the run")
     assert rows[-1] == "| runmap, best of 8 | 150.0 (1.50) | 150.0 (1.50) |"
+
+
+def test_a_longer_hold_scores_the_longer_path_and_holds_each_draw_as_long(oracle):
+    walk = np.array([0.0, 0.0, 0.0, 1.0], np.float32)
+    # 16 steps of 12.2 units east from x = 32 end at x = 227.2, in cell 3: cells 1, 2 and 3 are new.
+    assert oracle.new_cells(walk, 32.0, 32.0, 0.0, {(0, 0)}, 64.0, 40.0, 12.2, None, hold=16) == 3
+    chooser = oracle.ChoosingActor(6, _sticks(), 4, lambda step, sent: sent[:, 0], hold=16)
+    sent = [chooser.act(Step(None, first=t == 0))[:4].copy() for t in range(48)]
+    for start in (0, 16, 32):
+        assert all(np.array_equal(sent[start], a) for a in sent[start:start + 16])
+    assert not np.array_equal(sent[0], sent[16]) or not np.array_equal(sent[16], sent[32])
+
+
+def test_the_table_names_a_chooser_held_longer_apart_from_the_same_chooser_at_8(oracle):
+    runs = [{"agent": "sticky_prior", "draws": None, "hold": 8, "map": "a", "figure": 10.0},
+            {"agent": "map", "draws": 8, "hold": 8, "map": "a", "figure": 20.0},
+            {"agent": "map", "draws": 8, "hold": 16, "map": "a", "figure": 30.0}]
+    rows = oracle.table(runs, ["a"]).splitlines()
+    assert rows[-2] == "| map, best of 8 | 20.0 (2.00) | 20.0 (2.00) |"
+    assert rows[-1] == "| map, best of 8, held 16 | 30.0 (3.00) | 30.0 (3.00) |"
+
+
+@pytest.mark.slow
+def test_a_short_run_of_a_chooser_held_16_steps_gives_a_figure(oracle):
+    r = oracle.run("runmap", "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",), hold=16)
+    assert r["hold"] == 16 and r["episodes"] >= 3 and r["figure"] > 0 and r["distinct"] >= 1

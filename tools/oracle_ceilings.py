@@ -98,13 +98,13 @@ def crosses(walls: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> bo
 
 
 def new_cells(action: np.ndarray, x: float, y: float, heading: float, visited: set, cell: float, turn: float,
-              stride: float, walls: np.ndarray | None) -> int:
-    """Map cells outside ``visited`` that ``HOLD`` steps of ``action`` (camera x, camera y, walk x, walk y, ...)
+              stride: float, walls: np.ndarray | None, hold: int = HOLD) -> int:
+    """Map cells outside ``visited`` that ``hold`` steps of ``action`` (camera x, camera y, walk x, walk y, ...)
     would cross from ``(x, y)`` facing ``heading`` degrees, turning ``turn`` degrees per step at full camera
     x; with ``walls``, the path stops before the first one it would hit."""
     cam, wx, wy = float(action[0]), float(action[2]), float(action[3])
     found: set = set()
-    for _ in range(HOLD):
+    for _ in range(hold):
         heading -= turn * cam  # positive camera x turns right: the engine's angle falls
         r = math.radians(heading)
         dx = stride * (wy * math.cos(r) + wx * math.sin(r))
@@ -122,11 +122,12 @@ def new_cells(action: np.ndarray, x: float, y: float, heading: float, visited: s
 
 class ChoosingActor(RandomActor):
     """``sticky_prior``'s actor whose every draw is the best of ``draws`` of the prior by ``score``: a function
-    of the step acted on and the candidates as sent (``float32[draws, dim]``) that returns one score each."""
+    of the step acted on and the candidates as sent (``float32[draws, dim]``) that returns one score each. Each
+    draw is held ``hold`` steps (``sticky_prior``'s 8 by default)."""
 
     def __init__(self, seed: int, sticks, draws: int, score: Callable[[Step, np.ndarray], np.ndarray],
-                 tap_gap: int = 0):
-        super().__init__(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=tap_gap)
+                 tap_gap: int = 0, hold: int = HOLD):
+        super().__init__(seed, sticky_steps=hold, sticks=sticks, tap_gap=tap_gap)
         self.draws, self.score = int(draws), score
         self._step: Step | None = None
 
@@ -141,10 +142,11 @@ class ChoosingActor(RandomActor):
 
 
 def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overrides: tuple[str, ...] = (),
-        scorer: Callable[[Step, np.ndarray], np.ndarray] | None = None) -> dict:
+        scorer: Callable[[Step, np.ndarray], np.ndarray] | None = None, hold: int = HOLD) -> dict:
     """One run of ``agent`` on ``map_name`` (settings ``overrides`` after the map's): its coverage figure,
     distinct cells and episodes. With ``scorer`` the agent, whatever its name, chooses each draw by it
-    (:class:`ChoosingActor`): how another tool compares a scorer of its own with these ceilings."""
+    (:class:`ChoosingActor`): how another tool compares a scorer of its own with these ceilings. A chooser
+    holds each draw ``hold`` steps and scores it over as many; ``sticky_prior`` and ``walls`` hold 8."""
     from explorer.agent.networks import StickRange
     from explorer.config import load
     from explorer.envs.doom.env import DoomEnv
@@ -165,15 +167,15 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
         p = game.position()
         walls = state["walls"] if agent in ("map", "reach", "runmap") else None
         scores = np.array([new_cells(a, p.x, p.y, p.angle, set() if agent == "reach" else coverage.episode_cells,
-                                     coverage.cell, turn, stride, walls) for a in actions], np.float64)
-        if agent == "runmap":  # cells new to the run first, then those new to the episode (at most HOLD of them)
-            scores += (HOLD + 1) * np.array([new_cells(a, p.x, p.y, p.angle, coverage.all_cells, coverage.cell,
-                                                       turn, stride, walls) for a in actions], np.float64)
+                                     coverage.cell, turn, stride, walls, hold) for a in actions], np.float64)
+        if agent == "runmap":  # cells new to the run first, then those new to the episode (at most hold of them)
+            scores += (hold + 1) * np.array([new_cells(a, p.x, p.y, p.angle, coverage.all_cells, coverage.cell,
+                                                       turn, stride, walls, hold) for a in actions], np.float64)
         return scores
 
     chooses = scorer is not None or agent in CHOOSERS
     gap = config.pad.tap_gap  # buttons sent as taps, as the bench's agents send them (0: held)
-    actor = ChoosingActor(seed, sticks, draws, scorer or score, gap) if chooses else \
+    actor = ChoosingActor(seed, sticks, draws, scorer or score, gap, hold) if chooses else \
         RandomActor(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=gap)
     near = turning = 0
     side = 0.0
@@ -212,6 +214,7 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
     finally:
         env.close()
     return {"agent": agent, "map": map_name, "seed": seed, "steps": steps, "draws": draws if chooses else None,
+            "hold": hold if chooses else HOLD,
             "figure": round(coverage.figure(env.episode_budget), 2), "distinct": len(coverage.all_cells),
             "episodes": len(coverage.per_episode),
             "deaths": sum(o == "death" for o in coverage.outcomes[-20:])}
@@ -227,12 +230,12 @@ def table(results: list[dict], maps: list[str], key: str = "figure") -> str:
     ``sticky_prior``'s suite average, as docs/experiments.md defines it."""
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in results:
-        rows.setdefault((r["agent"], r["draws"]), {}).setdefault(r["map"], []).append(r[key])
-    base = {m: float(np.mean(v)) for m, v in rows.get(("sticky_prior", None), {}).items()}
+        rows.setdefault((r["agent"], r["draws"], r.get("hold", HOLD)), {}).setdefault(r["map"], []).append(r[key])
+    base = {m: float(np.mean(v)) for m, v in rows.get(("sticky_prior", None, HOLD), {}).items()}
     title = FIGURE if key == "figure" else "distinct cells over the run"
     lines = [f"{title}, mean over seeds (ratio to sticky_prior)", "",
              "| agent | " + " | ".join(maps) + " | average |", "|---" * (len(maps) + 2) + "|"]
-    for (agent, draws), per_map in rows.items():
+    for (agent, draws, hold), per_map in rows.items():
         cells, means = [], []
         for m in maps:
             if m not in per_map:
@@ -246,7 +249,7 @@ def table(results: list[dict], maps: list[str], key: str = "figure") -> str:
             average = f"{np.mean(means):.1f}"
             if all(base.get(m) for m in maps):
                 average += f" ({np.mean(means) / np.mean([base[m] for m in maps]):.2f})"
-        name = agent if draws is None else f"{agent}, best of {draws}"
+        name = agent if draws is None else f"{agent}, best of {draws}" + (f", held {hold}" if hold != HOLD else "")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {average} |")
     return "\n".join(lines)
 
@@ -259,16 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, nargs="+", default=[32], help="draws of the prior that reach, place and map choose among")
+    ap.add_argument("--hold", type=int, nargs="+", default=[HOLD],
+                    help=f"steps the choosers hold each draw and score it over (sticky_prior and walls: {HOLD})")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting after the map's, for every run (e.g. pad.tap_gap=3); repeatable")
     ap.add_argument("--out", help="write every run's figures to this JSON file")
     args = ap.parse_args(argv)
-    if args.steps < 1 or args.jobs < 1 or min(args.draws) < 1:
-        ap.error("--steps, --jobs and --draws take whole numbers of 1 or more")
+    if args.steps < 1 or args.jobs < 1 or min(args.draws) < 1 or min(args.hold) < 1:
+        ap.error("--steps, --jobs, --draws and --hold take whole numbers of 1 or more")
     maps = list(MAPS) if args.suite else args.maps or ["my_way_home"]
-    tasks = [(a, m, s, args.steps, d, tuple(args.overrides)) for m in maps for s in args.seeds for a in args.agents
-             for d in (args.draws if a in CHOOSERS else [0])]
+    tasks = [(a, m, s, args.steps, d, tuple(args.overrides), None, h) for m in maps for s in args.seeds
+             for a in args.agents for d in (args.draws if a in CHOOSERS else [0])
+             for h in (args.hold if a in CHOOSERS else [HOLD])]
     results = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for r in pool.map(_run, tasks):
