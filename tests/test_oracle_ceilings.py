@@ -3,6 +3,7 @@ engine's diagnostics they read."""
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -97,6 +98,13 @@ def test_the_engine_reports_depth_and_walls_only_to_a_game_built_for_diagnostics
         assert walls.ndim == 2 and walls.shape[1] == 4 and len(walls) > 20
         p = game.position()
         assert not oracle.crosses(walls, p.x, p.y, p.x + 1.0, p.y)  # the player stands in the open
+        sectors = game.sectors()
+        assert len(sectors) > 5 and all(top >= floor and lines.shape[1] == 4 for floor, top, lines in sectors)
+        # every blocking line bounds a sector; the player stands inside the map the sectors make
+        bounds = {tuple(ln) for _, _, lines in sectors for ln in lines}
+        assert all(tuple(w) in bounds for w in walls)
+        router = oracle.Router(walls, sectors, 64.0, -np.ones(4), np.ones(4), 40.0)
+        assert router.floor(router.at(p.x, p.y)) is not None
     finally:
         game.close()
     plain = DoomGame(config.game, config.observation)
@@ -105,12 +113,14 @@ def test_the_engine_reports_depth_and_walls_only_to_a_game_built_for_diagnostics
             plain.depth()
         with pytest.raises(GameError, match="diagnostics=True"):
             plain.walls()
+        with pytest.raises(GameError, match="diagnostics=True"):
+            plain.sectors()
     finally:
         plain.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["sticky_prior", "walls", "reach", "place", "map", "runmap"])
+@pytest.mark.parametrize("agent", ["sticky_prior", "walls", "reach", "place", "map", "runmap", "route", "runroute"])
 def test_a_short_run_of_each_agent_gives_a_figure(oracle, agent):
     r = oracle.run(agent, "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",))
     assert r["episodes"] >= 3 and math.isfinite(r["figure"]) and r["figure"] > 0 and r["distinct"] >= 1
@@ -159,3 +169,80 @@ def test_the_table_names_a_chooser_held_longer_apart_from_the_same_chooser_at_8(
 def test_a_short_run_of_a_chooser_held_16_steps_gives_a_figure(oracle):
     r = oracle.run("runmap", "my_way_home", 0, 200, draws=4, overrides=("game.episode_steps=60",), hold=16)
     assert r["hold"] == 16 and r["episodes"] >= 3 and r["figure"] > 0 and r["distinct"] >= 1
+
+
+def _box(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
+    return np.array([[x0, y0, x1, y0], [x1, y0, x1, y1], [x1, y1, x0, y1], [x0, y1, x0, y0]], np.float64)
+
+
+def _rooms(oracle, ledge: float = 0.0):
+    """Two rooms side by side, 0..256 and 256..512 by 0..256, the second ``ledge`` units higher, and a solid
+    wall between them from y = 0 to 192 (a 64-unit gap at the top): a router on 32-unit squares, 64-unit cells."""
+    left, right = _box(0, 0, 256, 256), _box(256, 0, 512, 256)
+    wall = np.array([[256.0, 0.0, 256.0, 192.0]])
+    outer = np.concatenate([left[[0, 2, 3]], right[[0, 1, 2]], wall])
+    return oracle.Router(outer, [(0.0, 128.0, left), (ledge, 128.0 + ledge, right)], 64.0,
+                         np.array([-0.5, -1.0, -1.0, 0.6]), np.ones(4), 40.0)
+
+
+def test_a_router_reads_each_squares_floor_from_the_sector_around_it(oracle):
+    router = _rooms(oracle, ledge=16.0)
+    assert router.floor(router.at(100, 100)) == 0.0
+    assert router.floor(router.at(400, 100)) == 16.0
+    assert router.floor(router.at(600, 100)) is None  # outside the map
+    assert not router.standable(router.at(600, 100))
+    assert router.standable((7, 3))  # its centre (240, 112) is 16 units from the wall between the rooms
+    router.walls = np.concatenate([router.walls, [[250.0, 100.0, 250.0, 120.0]]])  # a post 10 units from it
+    router._room.clear()
+    assert not router.standable((7, 3)) and router.standable((6, 3))
+
+
+def test_a_router_walks_round_a_wall_to_the_nearest_new_cell(oracle):
+    router = _rooms(oracle)
+    left = {(i, j) for i in range(4) for j in range(4)}  # every cell of the left room seen
+    assert router.plan(100.0, 40.0, left)
+    path = router.path
+    # the nearest new cell is through the gap at the top (y 192..256), not through the wall
+    assert router.target is not None and router.target[0] == 4
+    crossings = [b for a, b in pairwise(path) if a[0] <= 7 < b[0]]
+    assert crossings and all(b[1] >= 6 for b in crossings)  # it crosses x = 256 in the gap (y 192..256)
+    assert all(max(abs(a[0] - b[0]), abs(a[1] - b[1])) == 1 for a, b in pairwise(path))  # neighbours only
+    # with every cell of both rooms seen there is nowhere to go, unless the fallback memory leaves some
+    both = left | {(i, j) for i in range(4, 8) for j in range(4)}
+    assert not router.plan(100.0, 40.0, both) and router.path == []
+    assert router.plan(100.0, 40.0, both, fallback=left) and router.target[0] >= 4
+
+
+def test_a_router_steps_down_a_ledge_but_not_up_one(oracle):
+    high = _rooms(oracle, ledge=48.0)  # the right room 48 units up: too high to climb
+    left = {(i, j) for i in range(4) for j in range(4)}
+    assert not high.plan(100.0, 40.0, left)
+    low = _rooms(oracle, ledge=-48.0)  # 48 units down: a drop
+    assert low.plan(100.0, 40.0, left)
+    right = {(i, j) for i in range(4, 8) for j in range(4)}
+    assert not low.plan(400.0, 40.0, right)  # and no way back up
+
+
+def test_a_step_the_player_could_not_make_is_struck_off_with_the_lines_in_its_way(oracle):
+    router = _rooms(oracle)
+    left = {(i, j) for i in range(4) for j in range(4)}
+    assert router.plan(200.0, 224.0, left)
+    router.strike(240.0, 224.0, router.at(240.0, 224.0), (8, 7))  # the gap's line (x = 256, the rooms' shared side)
+    assert not router.passable((7, 6), (8, 6)) and not router.passable((7, 7), (8, 7))
+    assert not router.plan(200.0, 224.0, left)  # the only way to the right room is shut
+    router = _rooms(oracle)
+    router.strike(100.0, 100.0, (3, 3), (4, 3))  # no line between two squares of one room: that step alone
+    assert ((3, 3), (4, 3)) in router.struck and not router.passable((3, 3), (4, 3))
+    assert router.passable((3, 3), (3, 4)) and router.passable((4, 3), (3, 3))  # the way back stays open
+
+
+def test_a_router_turns_toward_its_goal_and_walks_inside_the_stick_range(oracle):
+    router = _rooms(oracle)
+    # facing east at (100, 100), a goal due north: turn left (camera x negative), strafe left, no forward push
+    north = router.sticks(100.0, 100.0, 0.0, router.at(100.0, 200.0))
+    assert north[0] == pytest.approx(-0.5) and north[2] < 0 and north[3] == pytest.approx(0.6)
+    # a goal straight ahead: no turn, full walk
+    ahead = router.sticks(112.0, 112.0, 0.0, router.at(200.0, 100.0))  # the centre (208, 112)
+    assert ahead[0] == pytest.approx(0.0, abs=0.1) and ahead[3] == pytest.approx(1.0, abs=0.01)
+    for a in (north, ahead):
+        assert np.all(a >= router.low) and np.all(a <= router.high)

@@ -33,10 +33,24 @@ the same run:
   first by the cells no episode of the run has stood in that it would cross before
   the first wall, then by those new to this episode. The ceiling of distinct cells
   over the run (how much of the map the run sees) for this action family.
+``route``
+  another action family: routes, not draws. With a perfect map (the engine's walls and
+  sectors' floors) and a perfect memory of place it walks the shortest way, through a
+  grid of 32-unit squares, to the nearest cell the episode has not stood in (frontier
+  exploration): no step up higher than Doom's 24 units, drops allowed. It steers the
+  sticks toward the farthest of its next squares it can walk straight to, inside the
+  prior's stick range, and taps A on the way. The lines in the way of a step it could
+  not make (a door that stays shut, a window) are walls for the rest of the run; a cell
+  it walks toward for 64 steps without reaching new ground is given up. A scripted
+  router, not a perfect one: its figures are a floor under what routes are worth.
+``runroute``
+  ``route`` toward the nearest cell no episode of the run has stood in (the episode's
+  own new cells once none is left within reach).
 
-Each agent chooses among the prior's own draws (or adds a reflex to them): the
-ceilings are of the agent's action family, held 8 steps on the prior's stick range,
-not of exploration in general. The coverage figure is the project's
+``reach``, ``place``, ``map`` and ``runmap`` choose among the prior's own draws and
+``walls`` adds a reflex to them: their ceilings are of that action family, held 8
+steps on the prior's stick range, not of exploration in general. ``route`` and
+``runroute`` bound what plans longer than a draw could add. The coverage figure is the project's
 (``explorer.run.coverage``): cells per episode budget over the last 20 episodes, a
 death counting as a whole episode.
 
@@ -67,10 +81,13 @@ from bench_explore import MAPS  # noqa: E402
 from explorer.agent.actor import RandomActor  # noqa: E402
 from explorer.core import Step  # noqa: E402
 from explorer.run.coverage import FIGURE, Coverage  # noqa: E402
+from explorer.taps import Taps  # noqa: E402
 
-AGENTS = ("sticky_prior", "walls", "reach", "place", "map", "runmap")
+AGENTS = ("sticky_prior", "walls", "reach", "place", "map", "runmap", "route", "runroute")
 #: the agents that choose among draws of the prior
 CHOOSERS = ("reach", "place", "map", "runmap")
+#: the agents that walk routes to the nearest new cell
+ROUTERS = ("route", "runroute")
 #: agent steps a draw is held (``run.sticky_steps`` of the bench's ``sticky_prior``)
 HOLD = 8
 #: map units a step at full walk y covers on the built-in game's defaults (``game.move_scale`` 25,
@@ -82,6 +99,19 @@ NEAR = 8.0
 WAIT = 4
 #: map units beyond a step's end a path must be free of walls (about the player's radius)
 RADIUS = 20.0
+#: map units a player steps up (Doom's own): the highest step up a router plans
+CLIMB = 24.0
+#: map units of a side of the squares a router plans its routes on
+NAV = 32.0
+#: map units a router keeps the centres of its squares from walls (the player's radius is 16; a 64-unit door's
+#: squares are 16 from its sides)
+CLEARANCE = 12.0
+#: squares of its route ahead a router looks for one it can walk straight to
+LOOKAHEAD = 6
+#: steps a router stays in one square, on its way to the next, before it strikes that step off
+STUCK = 16
+#: steps a router walks toward one new cell without standing in any new cell before it gives that cell up
+GIVE_UP = 64
 
 
 def crosses(walls: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> bool:
@@ -118,6 +148,160 @@ def new_cells(action: np.ndarray, x: float, y: float, heading: float, visited: s
         if c not in visited:
             found.add(c)
     return len(found)
+
+
+class Router:
+    """Frontier exploration for the ``route`` ceilings: the shortest way (breadth first, 8 neighbours) through a
+    grid of ``NAV``-unit squares from the player to the nearest square whose coverage cell (``cell`` units) is
+    outside a memory, and the sticks that walk it. A step between neighbouring squares is open when the player
+    fits at the next centre, no wall line lies between the centres, and the next floor is at most ``CLIMB``
+    units higher (a ledge may be dropped from, not climbed).
+
+    ``walls`` are the map's blocking lines (rows ``x1, y1, x2, y2``); ``sectors`` its sectors as
+    ``DoomGame.sectors`` gives them (floor, ceiling, lines), whose closed sectors :meth:`strike` may find shut
+    (a door that does not open); ``low`` and ``high`` bound the sticks as sent (camera x, camera y, walk x, walk y);
+    ``turn`` is degrees per step at full camera x."""
+
+    def __init__(self, walls: np.ndarray, sectors: list, cell: float, low: np.ndarray, high: np.ndarray,
+                 turn: float):
+        self.walls, self.cell, self.turn = walls, float(cell), float(turn)
+        self.lines = np.concatenate([np.zeros((0, 4))] + [lines for _, _, lines in sectors])
+        self._of = np.concatenate([np.zeros(0, np.int64)] + [np.full(len(lines), i) for i, (_, _, lines)
+                                                              in enumerate(sectors)])
+        self._floors = np.array([f for f, _, _ in sectors] + [0.0], np.float64)
+        self._sides: dict[tuple, list[int]] = {}  # the sectors that list each line
+        for i, (_, _, lines) in enumerate(sectors):
+            for ln in lines:
+                self._sides.setdefault(tuple(sorted(((ln[0], ln[1]), (ln[2], ln[3])))), []).append(i)
+        self.low, self.high = np.asarray(low, np.float32)[:4], np.asarray(high, np.float32)[:4]
+        self._clear: dict[tuple, bool] = {}
+        self._room: dict[tuple, bool] = {}
+        self._floor: dict[tuple, float | None] = {}
+        self.struck: set = set()  # steps between squares the player tried and could not make
+        self.dropped: set = set()  # coverage cells the player set out for and did not reach
+        self.path: list[tuple[int, int]] = []
+
+    @staticmethod
+    def centre(c: tuple[int, int]) -> tuple[float, float]:
+        return (c[0] + 0.5) * NAV, (c[1] + 0.5) * NAV
+
+    @staticmethod
+    def at(x: float, y: float) -> tuple[int, int]:
+        return int(math.floor(x / NAV)), int(math.floor(y / NAV))
+
+    def covers(self, c: tuple[int, int]) -> tuple[int, int]:
+        """The coverage cell that holds the centre of square ``c``."""
+        x, y = self.centre(c)
+        return int(math.floor(x / self.cell)), int(math.floor(y / self.cell))
+
+    def floor(self, c: tuple[int, int]) -> float | None:
+        """The floor height at the centre of square ``c`` (None outside the map): of the sectors that share the
+        first line a ray from the centre crosses, the one whose lines that ray crosses an odd number of times
+        (the sector around the centre), or, with none such, the first of them."""
+        if c not in self._floor:
+            x, y = self.centre(c)
+            x1, y1, x2, y2 = self.lines.T
+            with np.errstate(divide="ignore", invalid="ignore"):
+                at = x1 + (y - y1) * (x2 - x1) / (y2 - y1)
+                hit = ((y1 > y) != (y2 > y)) & (x < at)
+            if not hit.any():
+                self._floor[c] = None
+                return None
+            first = self.lines[np.argmin(np.where(hit, at - x, np.inf))]
+            sides = self._sides[tuple(sorted(((first[0], first[1]), (first[2], first[3]))))]
+            odd = np.bincount(self._of[hit], minlength=len(self._floors)) % 2
+            around = [k for k in sides if odd[k]] or sides
+            self._floor[c] = float(self._floors[around[0]])
+        return self._floor[c]
+
+    def standable(self, c: tuple[int, int]) -> bool:
+        """Whether the centre of square ``c`` is inside the map and at least ``CLEARANCE`` units from every
+        wall line (the player's body, nearly, fits there)."""
+        if c not in self._room:
+            x, y = self.centre(c)
+            ax, ay, bx, by = self.walls.T
+            ex, ey = bx - ax, by - ay
+            t = np.clip(((x - ax) * ex + (y - ay) * ey) / np.maximum(ex * ex + ey * ey, 1e-9), 0.0, 1.0)
+            fits = len(self.walls) == 0 or np.min(np.hypot(ax + t * ex - x, ay + t * ey - y)) >= CLEARANCE
+            self._room[c] = bool(fits) and self.floor(c) is not None
+        return self._room[c]
+
+    def passable(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
+        """Whether the player can step from square ``a`` to its neighbour ``b`` (see the class)."""
+        if (a, b) in self.struck or not self.standable(b):
+            return False
+        fa, fb = self.floor(a), self.floor(b)
+        if fa is not None and fb is not None and fb - fa > CLIMB:
+            return False
+        key = (a, b) if a <= b else (b, a)
+        if key not in self._clear:
+            self._clear[key] = not crosses(self.walls, *self.centre(key[0]), *self.centre(key[1]))
+        return self._clear[key]
+
+    def plan(self, x: float, y: float, memory: set, fallback: set | None = None, limit: int = 40_000) -> bool:
+        """The shortest way from ``(x, y)`` to the nearest square whose coverage cell is outside ``memory``
+        (outside ``fallback`` when none outside ``memory`` is within reach), kept as :attr:`path` (its squares,
+        from the first the player can walk straight to); whether one was found within ``limit`` squares."""
+        here = self.at(x, y)
+        starts = [(here[0] + dx, here[1] + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
+        starts = [c for c in starts if (here, c) not in self.struck and not crosses(self.walls, x, y, *self.centre(c))]
+        for avoid in (memory, fallback):
+            if avoid is None:
+                continue
+            came: dict[tuple[int, int], tuple[int, int] | None] = {c: None for c in starts}
+            frontier = list(starts)
+            while frontier and len(came) < limit:
+                nxt = []
+                for c in frontier:
+                    if self.covers(c) not in avoid and self.covers(c) not in self.dropped:
+                        path = [c]
+                        while came[path[-1]] is not None:
+                            path.append(came[path[-1]])  # type: ignore[arg-type]
+                        self.path = path[::-1]
+                        return True
+                    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)):
+                        n = (c[0] + dx, c[1] + dy)
+                        if n not in came and self.passable(c, n):
+                            came[n] = c
+                            nxt.append(n)
+                frontier = nxt
+        self.path = []
+        return False
+
+    def strike(self, x: float, y: float, square: tuple[int, int], toward: tuple[int, int]) -> None:
+        """The player at ``(x, y)`` in ``square`` could not step to the next square ``toward``: the lines
+        between it and that square's centre (a door that stays shut, a ledge, a window) are walls for the
+        rest of the run; with none, that one step is struck off."""
+        x1, y1 = self.centre(toward)
+        shut = [ln for ln in self.lines if crosses(ln[None], x, y, x1, y1)]
+        if shut:
+            self.walls = np.concatenate([self.walls, np.array(shut).reshape(-1, 4)])
+            self._clear.clear()
+            self._room.clear()
+        else:
+            self.struck.add((square, toward))
+
+    @property
+    def target(self) -> tuple[int, int] | None:
+        """The coverage cell the route leads to (None without a route)."""
+        return self.covers(self.path[-1]) if self.path else None
+
+    def goal(self, x: float, y: float) -> tuple[int, int]:
+        """The farthest of the path's next few squares the player can walk straight to (the first if none)."""
+        for c in reversed(self.path[:LOOKAHEAD]):
+            if not crosses(self.walls, x, y, *self.centre(c)):
+                return c
+        return self.path[0]
+
+    def sticks(self, x: float, y: float, angle: float, goal: tuple[int, int]) -> np.ndarray:
+        """Camera x, camera y, walk x and walk y, inside the stick range, that turn toward and walk to the
+        centre of square ``goal`` from ``(x, y)`` facing ``angle`` degrees."""
+        gx, gy = self.centre(goal)
+        err = (math.degrees(math.atan2(gy - y, gx - x)) - angle + 180.0) % 360.0 - 180.0
+        e = math.radians(err)
+        # positive camera x turns right (the engine's angle falls); walk y forward, walk x to the right
+        want = np.array([-err / self.turn, 0.0, -math.sin(e), math.cos(e) if abs(err) < 60 else 0.0], np.float32)
+        return np.clip(want, self.low, self.high)
 
 
 class ChoosingActor(RandomActor):
@@ -174,20 +358,57 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
         return scores
 
     chooses = scorer is not None or agent in CHOOSERS
+    routes = scorer is None and agent in ROUTERS
     gap = config.pad.tap_gap  # buttons sent as taps, as the bench's agents send them (0: held)
     actor = ChoosingActor(seed, sticks, draws, scorer or score, gap, hold) if chooses else \
         RandomActor(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=gap)
+    taps = Taps(sticks.buttons, gap)
+    router: Router | None = None
     near = turning = 0
     side = 0.0
     step = env.reset()
     try:
         for _ in range(steps):
             if step.first:
-                state["walls"] = game.walls() if agent in ("map", "reach", "runmap") else state["walls"]
+                wants_walls = agent in ("map", "reach", "runmap") or routes
+                state["walls"] = game.walls() if wants_walls else state["walls"]
                 near = turning = 0
+                taps.reset()
+                if routes and router is None:
+                    router = Router(state["walls"], game.sectors(), coverage.cell,
+                                    sticks(-np.ones(sticks.dim, np.float32)), sticks(np.ones(sticks.dim, np.float32)),
+                                    turn)
+                if router is not None:
+                    router.path, here, tries, seen, since = [], None, 0, 0, 0
             p = step.info["position"]
             coverage.add(p.x, p.y)
-            action = np.array(actor.act(step), np.float32)
+            if router is not None:
+                square = router.at(p.x, p.y)
+                tries = tries + 1 if square == here else 0
+                known = len(coverage.episode_cells)
+                since = since + 1 if known == seen else 0
+                seen = known
+                if router.path and since > GIVE_UP:  # walking to and fro without reaching it: give it up
+                    router.dropped.add(router.target)
+                    router.path, since = [], 0
+                if router.path and tries > STUCK:  # the next step could not be made: strike it off, plan again
+                    router.strike(p.x, p.y, square, router.path[0])
+                    router.path, tries = [], 0
+                if router.path and square in router.path:
+                    router.path = router.path[router.path.index(square) + 1:]
+                if square != here or not router.path:
+                    here = square
+                    fallback = coverage.episode_cells if agent == "runroute" else None
+                    router.plan(p.x, p.y, coverage.all_cells if agent == "runroute" else coverage.episode_cells,
+                                fallback)
+                if router.path:
+                    action = np.ones(sticks.dim, np.float32)  # every button pressed, sent as taps
+                    action[:4] = router.sticks(p.x, p.y, p.angle, router.goal(p.x, p.y))
+                    action = taps(action)
+                else:  # no new cell within reach: the prior's draws
+                    action = np.array(actor.act(step), np.float32)
+            else:
+                action = np.array(actor.act(step), np.float32)
             if agent == "walls" and scorer is None:
                 depth = game.depth()
                 h = depth.shape[0]

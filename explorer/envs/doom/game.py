@@ -305,6 +305,20 @@ class DoomGame:
             [(ln.x1, ln.y1, ln.x2, ln.y2) for sector in state.sectors for ln in sector.lines if ln.is_blocking]
         return np.array(lines, np.float64).reshape(-1, 4)
 
+    def sectors(self) -> list[tuple[float, float, np.ndarray]]:
+        """The map's sectors as ``(floor height, ceiling height, lines)``, the lines ``float64[n, 4]`` rows of
+        ``x1, y1, x2, y2`` in map units that bound the sector (a line between two sectors is listed by both;
+        none once the episode has ended): for measurement only.
+
+        Raises:
+          GameError: the game was built without ``diagnostics``.
+        """
+        state = self._diagnostic_state()
+        sectors = [] if state is None or state.sectors is None else state.sectors
+        return [(float(s.floor_height), float(s.ceiling_height),
+                 np.array([(ln.x1, ln.y1, ln.x2, ln.y2) for ln in s.lines], np.float64).reshape(-1, 4))
+                for s in sectors]
+
     def _diagnostic_state(self) -> Any:
         if not self.diagnostics:
             raise GameError("the engine's depth and walls are read only from a DoomGame built with diagnostics=True")
