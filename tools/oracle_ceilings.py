@@ -39,7 +39,8 @@ the same run:
   grid of 32-unit squares, to the nearest cell the episode has not stood in (frontier
   exploration): no step up higher than Doom's 24 units, drops allowed. It steers the
   sticks toward the farthest of its next squares it can walk straight to, inside the
-  prior's stick range, and taps A on the way. The lines in the way of a step it could
+  prior's stick range, and taps A on the way, once every 16 steps (a door reverses at each
+  press and takes about 9 steps to open). The lines in the way of a step it could
   not make (a door that stays shut, a window) are walls for the rest of the run; a cell
   it walks toward for 64 steps without reaching new ground is given up. A scripted
   router, not a perfect one: its figures are a floor under what routes are worth.
@@ -110,6 +111,9 @@ CLEARANCE = 12.0
 LOOKAHEAD = 6
 #: steps a router stays in one square, on its way to the next, before it strikes that step off
 STUCK = 16
+#: steps a router leaves A released after each press: Doom reverses a moving door at each use, and a door opens
+#: about 8 units a step (at frame skip 4), so a press every 4 steps (``pad.tap_gap`` 3) keeps it bouncing half open
+DOOR_GAP = 15
 #: steps a router walks toward one new cell without standing in any new cell before it gives that cell up
 GIVE_UP = 64
 
@@ -362,7 +366,7 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
     gap = config.pad.tap_gap  # buttons sent as taps, as the bench's agents send them (0: held)
     actor = ChoosingActor(seed, sticks, draws, scorer or score, gap, hold) if chooses else \
         RandomActor(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=gap)
-    taps = Taps(sticks.buttons, gap)
+    taps = Taps(sticks.buttons, DOOR_GAP)  # a router's A: one press a door can open fully on
     router: Router | None = None
     near = turning = 0
     side = 0.0
