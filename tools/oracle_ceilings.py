@@ -162,8 +162,8 @@ class Router:
     units higher (a ledge may be dropped from, not climbed).
 
     ``walls`` are the map's blocking lines (rows ``x1, y1, x2, y2``); ``sectors`` its sectors as
-    ``DoomGame.sectors`` gives them (floor, ceiling, lines), whose closed sectors :meth:`strike` may find shut
-    (a door that does not open); ``low`` and ``high`` bound the sticks as sent (camera x, camera y, walk x, walk y);
+    ``DoomGame.sectors`` gives them (floor, ceiling, lines), whose lines :meth:`strike` may find shut (a door
+    that does not open); ``low`` and ``high`` bound the sticks as sent (camera x, camera y, walk x, walk y);
     ``turn`` is degrees per step at full camera x."""
 
     def __init__(self, walls: np.ndarray, sectors: list, cell: float, low: np.ndarray, high: np.ndarray,
@@ -172,7 +172,7 @@ class Router:
         self.lines = np.concatenate([np.zeros((0, 4))] + [lines for _, _, lines in sectors])
         self._of = np.concatenate([np.zeros(0, np.int64)] + [np.full(len(lines), i) for i, (_, _, lines)
                                                               in enumerate(sectors)])
-        self._floors = np.array([f for f, _, _ in sectors] + [0.0], np.float64)
+        self._floors = np.array([f for f, _, _ in sectors], np.float64)
         self._sides: dict[tuple, list[int]] = {}  # the sectors that list each line
         for i, (_, _, lines) in enumerate(sectors):
             for ln in lines:
@@ -278,8 +278,8 @@ class Router:
         rest of the run; with none, that one step is struck off."""
         x1, y1 = self.centre(toward)
         shut = [ln for ln in self.lines if crosses(ln[None], x, y, x1, y1)]
-        if shut:
-            self.walls = np.concatenate([self.walls, np.array(shut).reshape(-1, 4)])
+        if shut:  # a line between two sectors is listed by both: once is enough
+            self.walls = np.concatenate([self.walls, np.unique(np.array(shut), axis=0)])
             self._clear.clear()
             self._room.clear()
         else:
@@ -374,12 +374,11 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
     try:
         for _ in range(steps):
             if step.first:
-                wants_walls = agent in ("map", "reach", "runmap") or routes
-                state["walls"] = game.walls() if wants_walls else state["walls"]
+                state["walls"] = game.walls() if agent in ("map", "reach", "runmap") else state["walls"]
                 near = turning = 0
                 taps.reset()
-                if routes and router is None:
-                    router = Router(state["walls"], game.sectors(), coverage.cell,
+                if routes and router is None:  # the map once: the router keeps what it finds shut for the run
+                    router = Router(game.walls(), game.sectors(), coverage.cell,
                                     sticks(-np.ones(sticks.dim, np.float32)), sticks(np.ones(sticks.dim, np.float32)),
                                     turn)
                 if router is not None:
