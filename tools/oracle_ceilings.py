@@ -47,6 +47,11 @@ the same run:
 ``runroute``
   ``route`` toward the nearest cell no episode of the run has stood in (the episode's
   own new cells once none is left within reach).
+``tour``
+  ``runroute`` that forgets at each episode's start what it found shut and what it gave
+  up (a door it failed to pass is tried again) and breaks ties between equally near
+  cells in an order drawn anew for each episode: a router that varies its routes, for a
+  ceiling of distinct cells over the run.
 
 ``reach``, ``place``, ``map`` and ``runmap`` choose among the prior's own draws and
 ``walls`` adds a reflex to them: their ceilings are of that action family, held 8
@@ -84,11 +89,13 @@ from explorer.core import Step  # noqa: E402
 from explorer.run.coverage import FIGURE, Coverage  # noqa: E402
 from explorer.taps import Taps  # noqa: E402
 
-AGENTS = ("sticky_prior", "walls", "reach", "place", "map", "runmap", "route", "runroute")
+AGENTS = ("sticky_prior", "walls", "reach", "place", "map", "runmap", "route", "runroute", "tour")
 #: the agents that choose among draws of the prior
 CHOOSERS = ("reach", "place", "map", "runmap")
 #: the agents that walk routes to the nearest new cell
-ROUTERS = ("route", "runroute")
+ROUTERS = ("route", "runroute", "tour")
+#: the routers that walk toward cells new to the run
+RUN_ROUTERS = ("runroute", "tour")
 #: agent steps a draw is held (``run.sticky_steps`` of the bench's ``sticky_prior``)
 HOLD = 8
 #: map units a step at full walk y covers on the built-in game's defaults (``game.move_scale`` 25,
@@ -169,6 +176,8 @@ class Router:
     def __init__(self, walls: np.ndarray, sectors: list, cell: float, low: np.ndarray, high: np.ndarray,
                  turn: float):
         self.walls, self.cell, self.turn = walls, float(cell), float(turn)
+        self._map = walls  # the walls as the map has them, before any strike
+        self.order = [(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)]  # neighbours, as searched
         self.lines = np.concatenate([np.zeros((0, 4))] + [lines for _, _, lines in sectors])
         self._of = np.concatenate([np.zeros(0, np.int64)] + [np.full(len(lines), i) for i, (_, _, lines)
                                                               in enumerate(sectors)])
@@ -263,7 +272,7 @@ class Router:
                             path.append(came[path[-1]])  # type: ignore[arg-type]
                         self.path = path[::-1]
                         return True
-                    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)):
+                    for dx, dy in self.order:
                         n = (c[0] + dx, c[1] + dy)
                         if n not in came and self.passable(c, n):
                             came[n] = c
@@ -284,6 +293,18 @@ class Router:
             self._room.clear()
         else:
             self.struck.add((square, toward))
+
+    def forget(self, rng: np.random.Generator | None = None) -> None:
+        """Forget what was found shut and what was given up (the map's own walls again), and with ``rng`` draw a
+        new order to search neighbours in: among squares equally near, another is found first."""
+        self.walls = self._map
+        self.struck.clear()
+        self.dropped.clear()
+        self._clear.clear()
+        self._room.clear()
+        self.path = []
+        if rng is not None:
+            self.order = [self.order[i] for i in rng.permutation(len(self.order))]
 
     @property
     def target(self) -> tuple[int, int] | None:
@@ -368,6 +389,7 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
         RandomActor(seed, sticky_steps=HOLD, sticks=sticks, tap_gap=gap)
     taps = Taps(sticks.buttons, DOOR_GAP)  # a router's A: one press a door can open fully on
     router: Router | None = None
+    order_rng = np.random.default_rng(seed)
     near = turning = 0
     side = 0.0
     step = env.reset()
@@ -382,6 +404,8 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
                                     sticks(-np.ones(sticks.dim, np.float32)), sticks(np.ones(sticks.dim, np.float32)),
                                     turn)
                 if router is not None:
+                    if agent == "tour":  # try again what was shut, and break ties another way
+                        router.forget(order_rng)
                     router.path, here, tries, seen, since = [], None, 0, 0, 0
             p = step.info["position"]
             coverage.add(p.x, p.y)
@@ -401,8 +425,8 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
                     router.path = router.path[router.path.index(square) + 1:]
                 if square != here or not router.path:
                     here = square
-                    fallback = coverage.episode_cells if agent == "runroute" else None
-                    router.plan(p.x, p.y, coverage.all_cells if agent == "runroute" else coverage.episode_cells,
+                    fallback = coverage.episode_cells if agent in RUN_ROUTERS else None
+                    router.plan(p.x, p.y, coverage.all_cells if agent in RUN_ROUTERS else coverage.episode_cells,
                                 fallback)
                 if router.path:
                     action = np.ones(sticks.dim, np.float32)  # every button pressed, sent as taps
@@ -442,6 +466,37 @@ def run(agent: str, map_name: str, seed: int, steps: int, draws: int = 32, overr
             "figure": round(coverage.figure(env.episode_budget), 2), "distinct": len(coverage.all_cells),
             "episodes": len(coverage.per_episode),
             "deaths": sum(o == "death" for o in coverage.outcomes[-20:])}
+
+
+def reachable(map_name: str) -> dict:
+    """The coverage cells of ``map_name`` a router could stand in from the start: squares reached breadth first
+    through the router's grid (walls, floors, no climb over ``CLIMB``), every door open, no key or switch
+    needed. An upper bound on any run's distinct cells there."""
+    from explorer.config import load
+    from explorer.envs.doom.env import DoomEnv
+    from explorer.envs.doom.game import DoomGame
+
+    config = load(None, ["run.seed=0", *MAPS[map_name]])
+    game = DoomGame(config.game, config.observation, diagnostics=True)
+    env = DoomEnv(game, config.observation.stack, config.ring.capacity, config.pad.buttons)
+    try:
+        env.reset()
+        p = game.position()
+        router = Router(game.walls(), game.sectors(), env.cell, -np.ones(4), np.ones(4), 1.0)
+        seen = {router.at(p.x, p.y)}
+        frontier = list(seen)
+        while frontier:
+            nxt = []
+            for c in frontier:
+                for dx, dy in router.order:
+                    n = (c[0] + dx, c[1] + dy)
+                    if n not in seen and router.passable(c, n):
+                        seen.add(n)
+                        nxt.append(n)
+            frontier = nxt
+        return {"map": map_name, "reachable": len({router.covers(c) for c in seen})}
+    finally:
+        env.close()
 
 
 def _run(task: tuple) -> dict:
@@ -492,10 +547,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting after the map's, for every run (e.g. pad.tap_gap=3); repeatable")
     ap.add_argument("--out", help="write every run's figures to this JSON file")
+    ap.add_argument("--reachable", action="store_true",
+                    help="run nothing: print the cells of each map a router could reach from the start, doors open")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.jobs < 1 or min(args.draws) < 1 or min(args.hold) < 1:
         ap.error("--steps, --jobs, --draws and --hold take whole numbers of 1 or more")
     maps = list(MAPS) if args.suite else args.maps or ["my_way_home"]
+    if args.reachable:
+        for m in maps:
+            print(json.dumps(reachable(m)), flush=True)
+        return 0
     tasks = [(a, m, s, args.steps, d, tuple(args.overrides), None, h) for m in maps for s in args.seeds
              for a in args.agents for d in (args.draws if a in CHOOSERS else [0])
              for h in (args.hold if a in CHOOSERS else [HOLD])]
