@@ -96,6 +96,22 @@ def test_episodic_ignores_recent_frames_until_old_enough():
     assert float(n.mean) < 0.01  # ... and the distance was ~0
 
 
+def test_raw_is_the_score_before_normalising_and_zero_with_nothing_to_compare():
+    n = make_novelty(NoveltyConfig(signal="episodic", knn=1, exclude_recent=0), (16, 16, 1), stack=2)
+    a = tf.zeros([4])
+    n.reset(_obs(0))
+    for i in (1, 2, 2, 3):
+        reward = float(n.reward(_obs(i - 1), a, _obs(i)))
+        # the normalised reward is the raw distance over the running mean (as updated by this step)
+        assert float(n.raw) == pytest.approx(reward * float(n.mean), rel=1e-4, abs=1e-6)
+    assert float(n.raw) > 0
+    n.reward(_obs(3), a, _obs(3))  # a frame the episode holds: distance 0
+    assert float(n.raw) < 1e-3
+    late = make_novelty(NoveltyConfig(signal="episodic", knn=1, exclude_recent=5), (16, 16, 1), stack=2)
+    late.reset(_obs(0))
+    assert float(late.reward(_obs(0), a, _obs(1))) == 1.0 and float(late.raw) == 0.0  # nothing old enough
+
+
 def test_colour_histogram_by_hand():
     # 2 bins per channel: a pixel's bin is 4*[r>=128] + 2*[g>=128] + [b>=128]
     frame = np.array([[[0, 0, 0], [255, 0, 0]], [[200, 127, 0], [0, 0, 128]]], np.uint8)
@@ -232,8 +248,10 @@ def test_oracle_rewards_a_new_cell_once_per_episode_and_needs_a_position():
     n.reset(_obs(0))
     assert n.score(_obs(0), np.zeros(4), _obs(1), at(10.0, 10.0)) == pytest.approx(1.0)  # the rate starts at 1
     assert n.score(_obs(1), np.zeros(4), _obs(2), at(60.0, 5.0)) == 0.0  # the same 64-unit cell
+    assert float(n.raw) == 0.0
     rate = ORACLE_DECAY * 1.0 * ORACLE_DECAY + (1 - ORACLE_DECAY)  # after a 0, then a 1
     assert n.score(_obs(2), np.zeros(4), _obs(3), at(70.0, 5.0)) == pytest.approx(1.0 / rate)  # the next cell
+    assert float(n.raw) == 1.0  # a new cell, before the rate divides it
     assert n.score(_obs(3), np.zeros(4), _obs(4), at(-1.0, 5.0)) > 0  # x = -1 is cell -1, not 0
     n.reset(_obs(0))  # a new episode: the first cell is new again
     assert n.score(_obs(0), np.zeros(4), _obs(1), at(10.0, 10.0)) > 0

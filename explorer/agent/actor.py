@@ -19,6 +19,7 @@ import tensorflow as tf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from explorer.agent.adder import NStepAdder
+from explorer.agent.archive import ReturnMemory
 from explorer.agent.checkpoint import first_error, validate_rng_state
 from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
@@ -116,6 +117,9 @@ class LearningActor:
         # learner.actions.plan_memory: the episode's path, dead-reckoned, weighs the reach prior's candidates
         self.place = PlaceMemory(turn_rate, config.action_repeat, config.actions.plan_memory) \
             if self.reach is not None and config.actions.plan_memory and not deterministic else None
+        # learner.actions.return_share: the run's best episode, returned along before each episode explores
+        self.memory = ReturnMemory(config.actions.return_share) \
+            if config.actions.return_share and not deterministic else None
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
         self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
@@ -215,6 +219,8 @@ class LearningActor:
             self.taps.reset()
             if self.place is not None:
                 self.place.reset()
+            if self.memory is not None:
+                self.memory.reset()
         self.last_ctx = self.context.value()
         if self.held is not None and self.held_steps < c.action_repeat and not self.cut:
             self.held_steps += 1
@@ -222,7 +228,14 @@ class LearningActor:
             return self._sent(self.held)
         self.held_reach = None
         planned = False
-        if self.deterministic:
+        frame: np.ndarray | None = None
+        back: np.ndarray | None = None
+        if self.memory is not None:
+            frame = step.obs[-1].numpy()
+            back = self.memory.returning(frame)
+        if back is not None:  # returning along the run's best episode: its decision at this step
+            a = back
+        elif self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
             a = self._corrected(np.tanh(mean))
         else:
@@ -242,6 +255,8 @@ class LearningActor:
                     a = self._corrected(np.clip(np.tanh(mean) + c.td3_noise * self.noise, -1.0, 1.0))
                 if self.planner is not None or self.reach is not None:
                     a, planned = self._plan(step, a, mean, log_std), True
+        if self.memory is not None and frame is not None:
+            self.memory.decided(a, frame)
         held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         if self.place is not None and not planned:  # a decision the planner did not choose: its pace too
             self.place.decide(float(self._held_score(step.obs[-1], tf.constant(held[None]))[0]))
@@ -346,7 +361,12 @@ class LearningActor:
                            ctx=ctx, next_ctx=self.context.value(), truncated=next_step.truncated)
         self.steps += 1
         self.new_episode = next_step.last
-        return {"novelty": reward}
+        metrics = {"novelty": reward}
+        if self.memory is not None:
+            self.memory.stepped(float(self.novelty.raw.numpy()))  # comparable between episodes, unlike reward
+            if next_step.last:  # the decisions this episode returned along, logged as the episode ends
+                metrics["returned"] = float(self.memory.end())
+        return metrics
 
     # -- checkpoint state (a JSON part, see explorer.run.builder)
     def state(self) -> dict[str, Any]:

@@ -207,6 +207,9 @@ class Novelty:
         self.mean = tf.Variable(1.0, trainable=False, name="novelty_mean")
         self.var = tf.Variable(0.0, trainable=False, name="novelty_var")
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="novelty_steps")
+        #: the last step's score before normalising: what the episodes of a run can be compared by (the
+        #: normalised reward's mean is near 1 in every episode)
+        self.raw = tf.Variable(0.0, trainable=False, name="novelty_raw")
         sig = [tf.TensorSpec(obs_shape, tf.uint8), tf.TensorSpec([action_dim], tf.float32), tf.TensorSpec(obs_shape, tf.uint8)]
         self._reward_fn = tf.function(self._reward, input_signature=sig, reduce_retracing=True)
         self._reset_fn = tf.function(self._reset, input_signature=[tf.TensorSpec(obs_shape, tf.uint8)])
@@ -270,6 +273,7 @@ class Novelty:
         self.mean.assign(mean)
         self.var.assign(var)
         self.steps.assign_add(1)
+        self.raw.assign(raw)
         return raw / (mean + _EPS)
 
     def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
@@ -450,10 +454,12 @@ class EpisodicNovelty(Novelty):
     def _reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:
         if self.places:
             reward = self._new_place(action, next_obs)
+            self.raw.assign(reward)
         else:
             raw = self._raw(obs, action, next_obs)
             # Early in an episode nothing is old enough to compare with: "as new as usual".
             reward = tf.cond(raw < 0, lambda: tf.constant(1.0), lambda: self._normalise(raw))
+            self.raw.assign(tf.maximum(raw, 0.0))
         if self.lifelong is not None:
             reward = reward * self.lifelong.factor(self.newest(next_obs))
         return reward
@@ -648,6 +654,7 @@ class OracleNovelty(Novelty):
         rate = new if first else ORACLE_DECAY * float(self.mean.numpy()) + (1.0 - ORACLE_DECAY) * new
         self.mean.assign(rate)
         self.steps.assign_add(1)
+        self.raw.assign(new)
         return new / max(rate, 1e-3)
 
     def reward(self, obs: tf.Tensor, action: tf.Tensor, next_obs: tf.Tensor) -> tf.Tensor:

@@ -163,7 +163,8 @@ def _override(text: str) -> list[tuple[list[str], Any]]:
 #: existed (a run directory's ``config.toml`` holds every setting, so one without the key is older)
 ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_rate": 0.0,
                                  "learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0,
-                                 "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5}
+                                 "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
+                                 "learner.actions.return_share": 0.0}
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),

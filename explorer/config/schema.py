@@ -411,6 +411,8 @@ class ActionsConfig(_Section):
                                 "of its first reach (docs/config.md#learneractions)")
     plan_memory: float = Field(0.0, ge=0, le=16, description="reach: weight of new ground on a dead-reckoned "
                                "path of the episode, 0-16 (docs/config.md#learneractions)")
+    return_share: float = Field(0.0, ge=0, lt=1, description="share of the best episode's novelty to return "
+                                "along, 0-1; 0: off (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
 
