@@ -251,6 +251,10 @@ class Router:
             self._clear[key] = not crosses(self.walls, *self.centre(key[0]), *self.centre(key[1]))
         return self._clear[key]
 
+    def steps(self, c: tuple[int, int]) -> list[tuple[int, int]]:
+        """The neighbours of square ``c`` the player can step to, in :attr:`order`."""
+        return [n for n in ((c[0] + dx, c[1] + dy) for dx, dy in self.order) if self.passable(c, n)]
+
     def plan(self, x: float, y: float, memory: set, fallback: set | None = None, limit: int = 40_000) -> bool:
         """The shortest way from ``(x, y)`` to the nearest square whose coverage cell is outside ``memory``
         (outside ``fallback`` when none outside ``memory`` is within reach), kept as :attr:`path` (its squares,
@@ -272,9 +276,8 @@ class Router:
                             path.append(came[path[-1]])  # type: ignore[arg-type]
                         self.path = path[::-1]
                         return True
-                    for dx, dy in self.order:
-                        n = (c[0] + dx, c[1] + dy)
-                        if n not in came and self.passable(c, n):
+                    for n in self.steps(c):
+                        if n not in came:
                             came[n] = c
                             nxt.append(n)
                 frontier = nxt
@@ -488,9 +491,8 @@ def reachable(map_name: str) -> dict:
         while frontier:
             nxt = []
             for c in frontier:
-                for dx, dy in router.order:
-                    n = (c[0] + dx, c[1] + dy)
-                    if n not in seen and router.passable(c, n):
+                for n in router.steps(c):
+                    if n not in seen:
                         seen.add(n)
                         nxt.append(n)
             frontier = nxt

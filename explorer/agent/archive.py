@@ -3,11 +3,11 @@
 Every episode of a run starts where the last one did, and a random explorer spends the start of each one
 finding again what earlier episodes found. Go-Explore's answer is to remember where exploring paid and to go
 back there before exploring further. This memory keeps one trajectory, the episode of the run whose
-novelty summed highest so far (the novelty before normalising, ``Novelty.raw``: the normalised reward's mean
-is near 1 in every episode, so its sums tell episodes apart by their length alone): each decision it made (the action it held, from which step) and a small
-picture of the frame the decision was made on. A new episode takes those decisions again, one after
-another, up to the decision by which that episode had gathered ``return_share`` of its novelty, and then
-explores as usual. If the new episode sums more novelty, it is the one kept: what the run finds after the
+novelty summed highest so far (the novelty before normalising, ``Novelty.raw``: the normalised reward's
+mean is near 1 in every episode, so its sums tell episodes apart by their length alone): each decision it
+made (the action it held, from which step) and a small picture of the frame the decision was made on. A
+new episode takes those decisions again, one after another, up to the decision by which that episode had
+gathered ``return_share`` of its novelty, and then explores as usual. If the new episode sums more novelty, it is the one kept: what the run finds after the
 return point becomes the next episode's way in.
 
 Returning by taking the same decisions needs a game that repeats itself: the built-in game's maps without
@@ -75,7 +75,6 @@ class ReturnMemory:
             raise ValueError(f"learner.actions.return_share = {share} must lie between 0 and 1 (0 is off)")
         self.share = float(share)
         self.best: Trajectory | None = None
-        self.episodes = 0
         self.returned: list[int] = []  # decisions each finished episode returned along, in order
         self.recording = False  # an episode joined part way (a resumed run's) is neither returned nor kept
         self.now = Trajectory()
@@ -122,7 +121,6 @@ class ReturnMemory:
         back, self.now.total = self.back, self.gathered
         if self.recording:
             self.returned.append(back)
-            self.episodes += 1
             if self.now.starts and (self.best is None or self.now.total > self.best.total):
                 self.best = self.now
         self.recording = False
