@@ -1,4 +1,5 @@
-"""The context input: its layout, the view rarity (learner.networks.view_strips) and its checkpoint state."""
+"""The context input: its layout, the view rarity (learner.networks.view_strips), the echo memory
+(learner.networks.echo_units) and its checkpoint state."""
 
 from __future__ import annotations
 
@@ -98,3 +99,73 @@ def test_context_carries_the_oracle_map_and_keeps_it_in_its_state():
     again = Context(True, horizon=100, action_dim=5, oracle_map=3)
     again.load(ctx.state())
     assert np.array_equal(again.value(), value)
+
+
+def test_echo_memory_remembers_what_the_episode_showed_and_forgets_at_its_start():
+    """Two episodes that differ only long ago still differ now (the slow units), and reset clears both."""
+    ctx_a, ctx_b = (Context(True, horizon=100, action_dim=5, echo_units=30) for _ in range(2))
+    assert ctx_a.dim == 5 + 3 + 30 and ctx_a.reads_frames and not Context(True, 100, 5).reads_frames
+    assert Context(False, 100, 5, echo_units=30).dim == 1
+    go = np.full(5, 0.5, np.float32)
+    ctx_a.reset(view(RED, RED))
+    ctx_b.reset(view(RED, RED))
+    for _ in range(10):  # a blue room for one, a green room for the other
+        ctx_a.advance(go, 1.0, view(BLUE, BLUE))
+        ctx_b.advance(go, 1.0, view(GREEN, GREEN))
+    for _ in range(20):  # then the same red corridor for both
+        ctx_a.advance(go, 1.0, view(RED, RED))
+        ctx_b.advance(go, 1.0, view(RED, RED))
+    echo_a, echo_b = ctx_a.echo, ctx_b.echo
+    assert echo_a is not None and echo_b is not None
+    gap = np.abs(echo_a.value - echo_b.value)
+    groups = np.array_split(np.arange(30), 3)  # leaks 0.5, 0.1, 0.02: the slow units keep the rooms apart
+    assert gap[groups[2]].mean() > 0.05 and gap[groups[2]].mean() > 2 * gap[groups[0]].mean(), gap
+    assert np.all(np.abs(echo_a.value) < 1.0)
+    np.testing.assert_array_equal(ctx_a.value()[-30:], echo_a.value)
+    ctx_a.reset(view(RED, RED))
+    fresh = Context(True, horizon=100, action_dim=5, echo_units=30)
+    fresh.reset(view(RED, RED))
+    np.testing.assert_array_equal(ctx_a.value(), fresh.value())  # the same fixed weights in every instance
+
+
+def test_echo_memory_goes_through_a_checkpoint_and_refuses_a_damaged_state():
+    ctx = Context(True, horizon=100, action_dim=5, echo_units=12)
+    ctx.reset(view(RED, BLUE))
+    for i in range(7):
+        ctx.advance(np.full(5, i / 7, np.float32), 1.0, view(BLUE if i % 2 else GREEN, RED))
+    state = ctx.state()
+    again = Context(True, horizon=100, action_dim=5, echo_units=12)
+    again.load(state)
+    np.testing.assert_array_equal(again.value(), ctx.value())
+    for c in (ctx, again):
+        c.advance(np.zeros(5, np.float32), 0.0, view(GREEN, GREEN))
+    np.testing.assert_array_equal(again.value(), ctx.value())
+    del state["echo"]  # written without echo_units: the memory starts empty
+    again.load(state)
+    np.testing.assert_array_equal(again.value()[-12:], np.zeros(12))
+    with pytest.raises(ValueError, match="echo.value holds 3 values, not 12"):
+        again.load({**state, "echo": {"value": [0.0, 0.1, 0.2]}})
+    with pytest.raises(ValueError, match="echo_units needs the frame"):
+        ctx.advance(np.zeros(5, np.float32), 0.0)
+
+
+def test_echo_memory_reads_grey_frames_too():
+    ctx = Context(True, horizon=100, action_dim=4, echo_units=8)
+    grey = np.zeros((8, 16, 1), np.uint8)
+    ctx.reset(grey)
+    ctx.advance(np.ones(4, np.float32), 1.0, grey + 200)
+    assert ctx.echo is not None and ctx.echo.bins == 64 and np.any(ctx.echo.value != 0)
+
+
+def test_a_damaged_echo_memory_in_a_checkpoint_is_refused():
+    from test_learner import make
+
+    agent = make({"learner.networks.echo_units": 8})
+    state = agent.actor.state()
+    agent.actor.validate_state(state)  # as written
+    state["context"]["echo"]["value"] = [0.0] * 5
+    with pytest.raises(ValueError, match="context.echo.value has 5 values, learner.networks.echo_units = 8"):
+        agent.actor.validate_state(state)
+    state["context"]["echo"]["value"] = [0.0] * 7 + [3.0]  # tanh units never leave (-1, 1)
+    with pytest.raises(ValueError, match="echo"):
+        agent.actor.validate_state(state)

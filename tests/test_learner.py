@@ -297,6 +297,7 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
 
 
 @pytest.mark.parametrize("extra", [{}, {"learner.action_repeat": 3}, {"learner.networks.view_strips": 4},
+                                   {"learner.networks.echo_units": 16},
                                    {"learner.actions.plan_candidates": 4, "learner.action_repeat": 2}])
 def test_resume_gives_the_same_next_action(tmp_path, extra):
     learner = {"learner.schedule.warmup_steps": 50, **extra}

@@ -50,12 +50,17 @@ class ProposalState(_Strict):
     rng: dict[str, Any]
 
 
+class EchoState(_Strict):
+    value: list[Annotated[float, Field(gt=-1, lt=1, allow_inf_nan=False)]]
+
+
 class ContextState(_Strict):
     prev_action: list[_Finite]
     episode_step: _Count
     novelty_ema: list[_Finite] = Field(min_length=2, max_length=2)
     view: ViewState | None = None
     proposal: ProposalState | None = None
+    echo: EchoState | None = None
 
 
 class ActorState(_Strict):
@@ -284,8 +289,9 @@ class LearningActor:
         return corrected(self._proposal(), squashed, self.config.actions.residual)
 
     def _newest(self, step: Step) -> np.ndarray | None:
-        """The newest frame of ``step`` when the context reads frames (``learner.networks.view_strips``)."""
-        return step.obs[-1].numpy() if self.context.view is not None else None
+        """The newest frame of ``step`` when the context reads frames (``learner.networks.view_strips``,
+        ``learner.networks.echo_units``)."""
+        return step.obs[-1].numpy() if self.context.reads_frames else None
 
     def _plan(self, step: Step, own: np.ndarray, mean: np.ndarray, log_std: np.ndarray) -> np.ndarray:
         """The squashed action, among the policy's own (``own``) and ``plan_candidates`` random draws (as
@@ -408,6 +414,10 @@ class LearningActor:
                 self.context.view.bins ** c for c in (1, 3, 4) if self.context.view is not None):
             raise ValueError(f"context.view.counts has {len(view.counts)} colour bins, not a power of "
                              "novelty.histogram_bins a frame's channels make")
+        echo = state.context.echo
+        if echo is not None and self.context.echo is not None and len(echo.value) != self.context.echo.units:
+            raise ValueError(f"context.echo.value has {len(echo.value)} values, learner.networks.echo_units = "
+                             f"{self.context.echo.units}")
         validate_rng_state(state.rng, "rng")
         if state.context.proposal is not None:
             validate_rng_state(state.context.proposal.rng, "context.proposal.rng")

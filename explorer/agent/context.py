@@ -2,8 +2,8 @@
 
 Computed here and nowhere else, from what every mode has: the previous action,
 the agent step within the episode, the novelty the agent scored and, with
-``learner.networks.view_strips``, the frames of the episode. So a checkpoint sees the
-same input in explore, play and replay.
+``learner.networks.view_strips`` or ``learner.networks.echo_units``, the frames of the
+episode. So a checkpoint sees the same input in explore, play and replay.
 """
 
 from __future__ import annotations
@@ -72,6 +72,78 @@ class ViewRarity:
         self.counts = None if state["counts"] is None else np.array(state["counts"], np.float64)
         self.frames = int(state["frames"])
         self.value = np.array(state["value"], np.float32)
+
+
+class EchoMemory:
+    """A recurrent memory of the episode with fixed random weights (an echo state network).
+
+    Each agent step it reads the newest frame, as the colour histogram of each of three vertical
+    strips, and the action sent, and moves its state ``h`` (``float32[units]``, each in (-1, 1)) by
+    ``h <- (1 - a) h + a tanh(W h + U u + b)``, the units in three groups leaking at ``a`` = 0.5,
+    0.1 and 0.02 (memories of about 2, 10 and 50 steps). ``W`` (spectral radius 0.9), ``U`` and
+    ``b`` are drawn once from a fixed seed, so every run, mode and checkpoint computes the same
+    state from the same episode; nothing here learns and nothing is back-propagated through time.
+    The actor and critics learn what to read from it, as an echo state network's readout does:
+    a memory for two CPU cores, at a few microseconds a step.
+
+    Args:
+      units: size of the state.
+      action_dim: width of an action.
+    """
+
+    LEAKS = (0.5, 0.1, 0.02)
+    STRIPS = 3
+    SEED = 20261205
+
+    def __init__(self, units: int, action_dim: int):
+        self.units, self.action_dim = int(units), int(action_dim)
+        rng = np.random.default_rng(self.SEED)
+        w = rng.normal(0.0, 1.0, (self.units, self.units))
+        radius = np.abs(np.linalg.eigvals(w)).max()
+        self.w = (0.9 * w / radius).astype(np.float32)
+        self.b = rng.normal(0.0, 0.2, self.units).astype(np.float32)
+        self.u: np.ndarray | None = None  # U, drawn once the frame's colour channels are known
+        self.bins = 0
+        self.leak = np.repeat(np.array(self.LEAKS, np.float32),
+                              [len(c) for c in np.array_split(np.arange(self.units), len(self.LEAKS))])
+        self.reset()
+
+    def reset(self) -> None:
+        self.value = np.zeros(self.units, np.float32)
+
+    def _inputs(self, frame: np.ndarray, action: np.ndarray) -> np.ndarray:
+        channels = frame.shape[-1]
+        if self.u is None:  # about 64 colour bins per strip whatever the channels: 4 per channel in colour
+            self.bins = max(2, int(round(64 ** (1.0 / channels))))
+            n = self.STRIPS * self.bins**channels + self.action_dim
+            rng = np.random.default_rng([self.SEED, channels])
+            self.u = rng.normal(0.0, 1.0, (self.units, n)).astype(np.float32)
+        idx = colour_bins(frame, self.bins)
+        n = self.bins**channels
+        hist = np.concatenate([np.bincount(idx[:, c].ravel(), minlength=n) / idx[:, c].size
+                               for c in np.array_split(np.arange(idx.shape[1]), self.STRIPS)])
+        hist -= 1.0 / n
+        act = np.asarray(action, np.float32)
+        return np.concatenate([hist / (np.linalg.norm(hist) + 1e-6),
+                               act / np.sqrt(len(act))]).astype(np.float32)
+
+    def see(self, frame: np.ndarray, action: np.ndarray) -> None:
+        """The episode showed ``uint8[H, W, C]`` after ``action`` (zeros at the episode's start)."""
+        u = self._inputs(np.asarray(frame), action)
+        if self.u is None or u.shape[0] != self.u.shape[1]:
+            raise ValueError(f"learner.networks.echo_units read frames of another shape ({frame.shape}) in one run")
+        pre = self.w @ self.value + self.u @ u + self.b
+        self.value = ((1.0 - self.leak) * self.value + self.leak * np.tanh(pre)).astype(np.float32)
+
+    def state(self) -> dict[str, Any]:
+        return {"value": self.value.tolist()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        value = np.array(state["value"], np.float32)
+        if value.shape != (self.units,) or not np.all(np.abs(value) < 1.0):
+            raise ValueError(f"context.echo.value holds {value.size} values, not {self.units} in (-1, 1) "
+                             "(learner.networks.echo_units)")
+        self.value = value
 
 
 class OracleMap:
@@ -169,7 +241,8 @@ class Proposal:
 class Context:
     """Previous action, episode-step fraction, two recent-novelty averages and, with ``view_strips``,
     the :class:`ViewRarity` of the newest frame, with ``oracle_map`` the :class:`OracleMap`, with a
-    ``proposal`` the :class:`Proposal` in force: ``float32[dim]``.
+    ``proposal`` the :class:`Proposal` in force, with ``echo_units`` the :class:`EchoMemory`'s state:
+    ``float32[dim]``.
 
     The step fraction is ``min(episode_step / horizon, 1)`` with ``horizon`` the agent steps of
     an episode of the built-in game (``game.episode_steps``), in every mode: a live game has no
@@ -186,25 +259,33 @@ class Context:
       oracle_map: ``learner.networks.oracle_map``, squares per side of the :class:`OracleMap` (0: none; a diagnosis).
       cell: side of the oracle map's cells, map units.
       proposal: the prior's proposal a residual policy corrects (``learner.actions.residual``; None: none).
+      echo_units: ``learner.networks.echo_units``, the :class:`EchoMemory`'s state size (0: none).
     """
 
     def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6,
-                 oracle_map: int = 0, cell: float = 64.0, proposal: Proposal | None = None):
+                 oracle_map: int = 0, cell: float = 64.0, proposal: Proposal | None = None, echo_units: int = 0):
         self.enabled = enabled
         self.horizon = int(horizon)
         self.action_dim = int(action_dim)
         self.view = ViewRarity(view_strips, bins) if enabled and view_strips else None
         self.oracle = OracleMap(oracle_map, cell) if enabled and oracle_map else None
         self.proposal = proposal if enabled else None
+        self.echo = EchoMemory(echo_units, action_dim) if enabled and echo_units else None
         if self.proposal is not None and len(self.proposal.prior) != self.action_dim:
             raise ValueError(f"a proposal of {len(self.proposal.prior)} values for actions of {self.action_dim}")
         extra = (view_strips if self.view else 0) + (oracle_map**2 if self.oracle else 0)
         #: where the proposal's action starts in :meth:`value` (None: no proposal)
         self.proposal_at = self.action_dim + 3 + extra if self.proposal is not None else None
         extra += self.action_dim + 1 if self.proposal is not None else 0
+        extra += echo_units if self.echo is not None else 0
         self.dim = self.action_dim + 3 + extra if enabled else 1
         self.episode_step = 0
         self.reset()
+
+    @property
+    def reads_frames(self) -> bool:
+        """Whether :meth:`reset` and :meth:`advance` need the frames (``view_strips``, ``echo_units``)."""
+        return self.view is not None or self.echo is not None
 
     def reset(self, frame: np.ndarray | None = None, info: Mapping[str, Any] | None = None) -> None:
         """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` and whose first report is
@@ -223,6 +304,10 @@ class Context:
                 self.oracle.see(info)
         if self.proposal is not None and stepped:  # a second reset at the same start keeps the proposal drawn
             self.proposal.reset()
+        if self.echo is not None:
+            self.echo.reset()
+            if frame is not None:
+                self.echo.see(frame, self.prev_action)
 
     def value(self) -> np.ndarray:
         """The context now: ``float32[dim]``."""
@@ -236,12 +321,15 @@ class Context:
             parts.append(self.oracle.value)
         if self.proposal is not None:
             parts.append(self.proposal.value())
+        if self.echo is not None:
+            parts.append(self.echo.value)
         return np.concatenate(parts).astype(np.float32)
 
     def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None,
                 info: Mapping[str, Any] | None = None) -> None:
         """``action`` was taken, scored ``novelty`` and led to ``frame`` (``uint8[H, W, C]``, needed
-        with ``view_strips``), reported with ``info`` (needed with ``oracle_map``): one agent step on."""
+        with ``view_strips`` and ``echo_units``), reported with ``info`` (needed with ``oracle_map``): one agent
+        step on."""
         self.novelty_ema = (EMA_RATES * self.novelty_ema + (1 - EMA_RATES) * novelty).astype(np.float32)
         self.prev_action = np.asarray(action, np.float32)
         self.episode_step += 1
@@ -253,6 +341,10 @@ class Context:
             self.oracle.see(info or {})
         if self.proposal is not None:
             self.proposal.advance()
+        if self.echo is not None:
+            if frame is None:
+                raise ValueError("learner.networks.echo_units needs the frame each action led to")
+            self.echo.see(frame, self.prev_action)
 
     def state(self) -> dict[str, Any]:
         s = {"prev_action": self.prev_action.tolist(), "episode_step": self.episode_step,
@@ -263,6 +355,8 @@ class Context:
             s["oracle_map"] = self.oracle.state()
         if self.proposal is not None:
             s["proposal"] = self.proposal.state()
+        if self.echo is not None:
+            s["echo"] = self.echo.state()
         return s
 
     def load(self, state: dict[str, Any]) -> None:
@@ -284,3 +378,8 @@ class Context:
                 self.proposal.load(state["proposal"])
             else:  # written without learner.actions.residual: the next step draws a proposal
                 self.proposal.reset()
+        if self.echo is not None:
+            if "echo" in state:
+                self.echo.load(state["echo"])
+            else:  # written without echo_units: the memory starts empty
+                self.echo.reset()

@@ -373,6 +373,7 @@ class NetworksConfig(_Section):
     context: bool = Field(True, description="feed the previous action, the episode-step fraction and recent novelty averages to actor and critics")
     view_strips: int = Field(0, ge=0, le=64, description="vertical view strips whose colour rarity feeds the context, 0-64; 0: off (docs/config.md#learnernetworks)")
     oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis: N x N grid of visited map cells in the context, odd N; 0: off (docs/config.md#learnernetworks)")
+    echo_units: int = Field(0, ge=0, le=512, description="units of a random fixed-weight memory of the episode (context), 0-512; 0: off (docs/config.md#learnernetworks)")
 
     @model_validator(mode="after")
     def _context_inputs(self) -> NetworksConfig:
@@ -384,6 +385,10 @@ class NetworksConfig(_Section):
             raise ValueError(f"learner.networks.view_strips = {self.view_strips} feeds the strips through the context, "
                              f"but learner.networks.context = false: set learner.networks.context = true, or "
                              f"learner.networks.view_strips = 0")
+        if self.echo_units and not self.context:
+            raise ValueError(f"learner.networks.echo_units = {self.echo_units} feeds the memory through the context, "
+                             f"but learner.networks.context = false: set learner.networks.context = true, or "
+                             f"learner.networks.echo_units = 0")
         return self
 
 
