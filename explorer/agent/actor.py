@@ -51,7 +51,7 @@ class ProposalState(_Strict):
 
 
 class EchoState(_Strict):
-    value: list[Annotated[float, Field(gt=-1, lt=1, allow_inf_nan=False)]]
+    value: list[Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]]
 
 
 class ContextState(_Strict):

@@ -78,7 +78,7 @@ class EchoMemory:
     """A recurrent memory of the episode with fixed random weights (an echo state network).
 
     Each agent step it reads the newest frame, as the colour histogram of each of three vertical
-    strips, and the action sent, and moves its state ``h`` (``float32[units]``, each in (-1, 1)) by
+    strips, and the action sent, and moves its state ``h`` (``float32[units]``, each in [-1, 1]) by
     ``h <- (1 - a) h + a tanh(W h + U u + b)``, the units in three groups leaking at ``a`` = 0.5,
     0.1 and 0.02 (memories of about 2, 10 and 50 steps). ``W`` (spectral radius 0.9), ``U`` and
     ``b`` are drawn once from a fixed seed, so every run, mode and checkpoint computes the same
@@ -140,8 +140,8 @@ class EchoMemory:
 
     def load(self, state: dict[str, Any]) -> None:
         value = np.array(state["value"], np.float32)
-        if value.shape != (self.units,) or not np.all(np.abs(value) < 1.0):
-            raise ValueError(f"context.echo.value holds {value.size} values, not {self.units} in (-1, 1) "
+        if value.shape != (self.units,) or not np.all(np.abs(value) <= 1.0):
+            raise ValueError(f"context.echo.value holds {value.size} values, not {self.units} in [-1, 1] "
                              "(learner.networks.echo_units)")
         self.value = value
 
