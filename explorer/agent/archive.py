@@ -7,8 +7,8 @@ novelty summed highest so far (the novelty before normalising, ``Novelty.raw``: 
 mean is near 1 in every episode, so its sums tell episodes apart by their length alone): each decision it
 made (the action it held, from which step) and a small picture of the frame the decision was made on. A
 new episode takes those decisions again, one after another, up to the decision by which that episode had
-gathered ``return_share`` of its novelty, and then explores as usual. If the new episode sums more novelty, it is the one kept: what the run finds after the
-return point becomes the next episode's way in.
+gathered ``return_share`` of its novelty, and then explores as usual. If the new episode sums more
+novelty, it is the one kept: what the run finds after the return point becomes the next episode's way in.
 
 Returning by taking the same decisions needs a game that repeats itself: the built-in game's maps without
 monsters do, to the map unit. Before each returned decision the newest frame is compared with the one the

@@ -84,7 +84,7 @@ class EchoMemory:
     ``b`` are drawn once from a fixed seed, so every run, mode and checkpoint computes the same
     state from the same episode; nothing here learns and nothing is back-propagated through time.
     The actor and critics learn what to read from it, as an echo state network's readout does:
-    a memory for two CPU cores, at a few microseconds a step.
+    a memory for two CPU cores, at a fraction of a millisecond a step.
 
     Args:
       units: size of the state.
