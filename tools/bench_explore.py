@@ -52,8 +52,8 @@ counted by an older coverage rule (each result's ``coverage_rule``,
 death counted with its own steps, before rule 3 a Gymnasium game's end that pays nothing
 did) is not kept but run again. results.json is rewritten
 whole after each run (a full disk leaves the one before). Ctrl-C or SIGTERM stops
-the bench and its ``--jobs`` processes (exit code 130 or 143): a run cut short is not kept as a result. Each learning run keeps
-its run folder under ``--out``/runs, with its two newest checkpoints, and each checkpoint holds
+the bench and its ``--jobs`` processes (exit code 130 or 143): a run cut short is not kept as a result. Every run keeps
+its folder under ``--out``/runs; a learning agent's holds its two newest checkpoints, each with
 the replay (up to ``learner.schedule.replay_mb`` MiB): a 30k-step run takes about 0.6 GB of disk, a
 3-seed suite of three learning agents about 22 GB. The tables and ``--resume`` read results.json
 and the runs' metrics.jsonl, never a checkpoint: delete the runs' ``checkpoints`` folders when
