@@ -36,7 +36,8 @@ def _told(err: str) -> list[str]:
 #: settings added after the learner's settings were grouped, with the values the older code ran with
 AFTER_GROUPS = {"learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0,
                 "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
-                "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0}
+                "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
+                "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16}
 
 
 def flat_layout(config: Config) -> dict:

@@ -172,3 +172,80 @@ def test_a_damaged_echo_memory_in_a_checkpoint_is_refused():
     state["context"]["echo"]["value"] = [0.0] * 7 + [3.0]  # tanh units never leave [-1, 1]
     with pytest.raises(ValueError, match="echo"):
         agent.actor.validate_state(state)
+
+
+def _unrolled(core_weights, inputs):
+    """The GRU's state after ``inputs`` from a zero state, step by step in numpy."""
+    from explorer.agent.context import gru_step
+
+    h = np.zeros(core_weights[1].shape[0], np.float32)
+    for x in inputs:
+        h = gru_step(h, x, *core_weights)
+    return h
+
+
+def test_the_recurrent_core_reads_the_whole_episode_through_its_window_and_starts_afresh_with_each():
+    """The Keras core over the context's window, from the state the context stored, gives the state a GRU run
+    over every step of the episode gives; a new episode forgets the last."""
+    from explorer.agent.networks import build_core, core_width
+    from explorer.config import LearnerConfig
+
+    config = LearnerConfig.model_validate({"networks": {"recurrent_units": 6, "recurrent_window": 3}})
+    ctx = Context(True, horizon=100, action_dim=5, echo_units=4, recurrent=(6, 3))
+    core = build_core(ctx.dim, config)
+    assert core.output_shape[-1] == core_width(ctx.dim, config) == ctx.dim - 3 * 25
+    weights = core.get_layer("gru").get_weights()
+    assert ctx.recurrent is not None
+    ctx.recurrent.set_weights(*weights)
+    rng = np.random.default_rng(0)
+    for _episode in range(2):
+        ctx.reset(rng.integers(0, 256, (8, 12, 3), dtype=np.uint8))
+        seen = [ctx.recurrent.inputs[-1].copy()]
+        for _step in range(7):
+            value = ctx.value()
+            out = core(value[None]).numpy()[0]
+            np.testing.assert_allclose(out[-6:], _unrolled(weights, seen), atol=1e-5)
+            np.testing.assert_array_equal(out[:-6], value[:-(3 * 25 + 6)])  # the rest of the context, as it was
+            ctx.advance(rng.uniform(-1, 1, 5).astype(np.float32), 0.5, rng.integers(0, 256, (8, 12, 3), dtype=np.uint8))
+            seen.append(ctx.recurrent.inputs[-1].copy())
+        assert ctx.recurrent.valid.all() and np.any(ctx.recurrent.start != 0)  # steps have left the window
+    ctx.reset(rng.integers(0, 256, (8, 12, 3), dtype=np.uint8))
+    np.testing.assert_array_equal(ctx.recurrent.valid, [0, 0, 1])
+    np.testing.assert_array_equal(ctx.recurrent.start, np.zeros(6))
+
+
+def test_the_recurrent_core_needs_its_weights_before_a_step_leaves_the_window():
+    ctx = Context(True, horizon=100, action_dim=4, recurrent=(4, 2))
+    frame = np.zeros((8, 8, 3), np.uint8)
+    ctx.reset(frame)
+    ctx.advance(np.zeros(4, np.float32), 0.0, frame)  # the window holds both steps
+    with pytest.raises(ValueError, match="core's weights were never given"):
+        ctx.advance(np.zeros(4, np.float32), 0.0, frame)
+    with pytest.raises(ValueError, match="weights"):
+        ctx.recurrent.set_weights(np.zeros((3, 12)), np.zeros((4, 12)), np.zeros((2, 12)))
+
+
+def test_a_damaged_recurrent_state_in_a_checkpoint_is_refused_and_a_sound_one_loads():
+    from test_learner import make
+
+    agent = make({"learner.networks.recurrent_units": 4, "learner.networks.recurrent_window": 3})
+    frame = np.full((16, 16, 3), 90, np.uint8)
+    context = agent.actor.context
+    context.reset(frame)
+    for _ in range(5):
+        context.advance(np.zeros(context.action_dim, np.float32), 0.2, frame)
+    state = agent.actor.state()
+    agent.actor.validate_state(state)  # as written
+    again = make({"learner.networks.recurrent_units": 4, "learner.networks.recurrent_window": 3})
+    again.actor.context.load(state["context"])
+    np.testing.assert_array_equal(again.actor.context.value(), context.value())
+    sound = state["context"]["recurrent"]
+    for damage, match in [({"start": [0.0] * 3}, r"start \[3\], not \[3, 24\], \[3\] and \[4\]"),
+                          ({"start": [0.0] * 3 + [1.5]}, "start holds values"),
+                          ({"valid": [1.0, 0.0, 1.0]}, "0s then 1s"),
+                          ({"inputs": [[float("nan")] * 24] * 3}, "not finite"),
+                          ({"inputs": [[1e6] * 24] * 3}, "beyond"),
+                          ({"inputs": "x"}, "lists of numbers")]:
+        state["context"]["recurrent"] = {**sound, **damage}
+        with pytest.raises(ValueError, match=match):
+            agent.actor.validate_state(state)

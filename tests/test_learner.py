@@ -298,6 +298,7 @@ def test_learns_to_push_the_stick_that_changes_the_picture(variant):
 
 @pytest.mark.parametrize("extra", [{}, {"learner.action_repeat": 3}, {"learner.networks.view_strips": 4},
                                    {"learner.networks.echo_units": 16},
+                                   {"learner.networks.recurrent_units": 8, "learner.networks.recurrent_window": 4},
                                    {"learner.actions.plan_candidates": 4, "learner.action_repeat": 2}])
 def test_resume_gives_the_same_next_action(tmp_path, extra):
     learner = {"learner.schedule.warmup_steps": 50, **extra}
@@ -592,3 +593,42 @@ def test_the_planner_needs_the_episodic_memory_and_the_shared_encoder():
         load(None, ["learner.actions.plan_candidates=4", "novelty.signal=rnd"])
     with pytest.raises(ConfigError, match="shared_encoder"):
         load(None, ["learner.actions.plan_candidates=4", "learner.networks.shared_encoder=false"])
+
+
+def test_the_critics_train_the_recurrent_core_and_the_actor_reads_it_with_their_weights():
+    """learner.networks.recurrent_units: the critics' loss moves the GRU, its target follows by Polyak
+    averaging, and the weights the policy acts with reach the context that stores the core's state."""
+    agent = make({"learner.networks.recurrent_units": 8, "learner.networks.recurrent_window": 4,
+                  "learner.schedule.warmup_steps": 50}, episode_steps=50)
+    learner = agent.learner
+    assert learner.core is not None and learner.target_core is not None
+    gru = learner.core.get_layer("gru")
+    before = [w.copy() for w in gru.get_weights()]
+    target_before = [w.copy() for w in learner.target_core.get_layer("gru").get_weights()]
+    play(agent, WalkEnv(), 120)
+    assert int(learner.updates.numpy()) > 0
+    after = gru.get_weights()
+    assert all(np.abs(a - b).max() > 0 for a, b in zip(after, before, strict=True))
+    target = learner.target_core.get_layer("gru").get_weights()
+    assert any(np.abs(t - b).max() > 0 for t, b in zip(target, target_before, strict=True))
+    assert all(np.abs(t - a).max() > 0 for t, a in zip(target, after, strict=True))  # it lags behind
+    play(agent, WalkEnv(), 1, train=False)  # a step recorded: the context holds the weights the policy acts with
+    held = agent.actor.context.recurrent.weights
+    assert held is not None
+    for h, a in zip(held, agent.actor.policy_net.get_layer("core").get_layer("gru").get_weights(), strict=True):
+        np.testing.assert_array_equal(h, a)
+    for h, a in zip(held, after, strict=True):
+        np.testing.assert_array_equal(h, a)
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"learner.networks.recurrent_units": 8, "learner.networks.context": False}, "needs learner.networks.context = true"),
+    ({"learner.networks.recurrent_units": 8, "learner.networks.shared_encoder": False}, "shared_encoder = true"),
+    ({"learner.networks.recurrent_units": 8, "learner.actions.plan_candidates": 4, "learner.actions.plan_score": "critic"},
+     "critic planner"),
+])
+def test_a_recurrent_core_the_networks_cannot_read_is_refused_at_load(settings, match):
+    from explorer.config import ConfigError, load
+
+    with pytest.raises(ConfigError, match=match):
+        load(None, [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in settings.items()])

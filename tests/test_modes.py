@@ -25,8 +25,9 @@ SMALL = ["--set", "game.episode_steps=50", "--set", "learner.schedule.warmup_ste
                                    ["--set", "learner.actions.plan_candidates=4", "--set", "learner.actions.plan_score=model"],
                                    ["--set", "learner.actions.plan_candidates=4", "--set", "learner.actions.plan_score=critic"],
                                    ["--set", "learner.actions.residual=0.5", "--set", "learner.actions.plan_candidates=0"],
-                                   ["--set", "learner.networks.echo_units=16"]],
-                         ids=["default-reach", "no-planner", "model-planner", "critic-planner", "residual", "echo"])
+                                   ["--set", "learner.networks.echo_units=16"],
+                                   ["--set", "learner.networks.recurrent_units=8", "--set", "learner.networks.recurrent_window=4"]],
+                         ids=["default-reach", "no-planner", "model-planner", "critic-planner", "residual", "echo", "recurrent"])
 def test_a_checkpoint_sees_the_same_context_and_acts_the_same_in_explore_play_and_replay(tmp_path, monkeypatch, extra):
     """Explore trains a checkpoint on the built-in game; play --dry-run acts with it on a screen and records
     what it saw; replay --evaluate runs the checkpoint on that recording. Step by step, the context input

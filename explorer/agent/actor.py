@@ -61,6 +61,7 @@ class ContextState(_Strict):
     view: ViewState | None = None
     proposal: ProposalState | None = None
     echo: EchoState | None = None
+    recurrent: dict[str, Any] | None = None  # checked by RecurrentInput.check
 
 
 class ActorState(_Strict):
@@ -139,6 +140,7 @@ class LearningActor:
         self.option: np.ndarray | None = None  # a random option's squashed action, and its decisions left
         self.option_left = 0
         self.started = False  # the last act() made a new decision
+        self._sync_core()
         self.last_ctx = context.value()
         self.last_reward = 0.0
         k, h, w, c = obs_shape
@@ -203,6 +205,19 @@ class LearningActor:
         self.policy_net.set_weights(weights[:n])
         if self.planner is not None:
             self.planner[1].set_weights(weights[n:])
+
+    def _sync_core(self) -> None:
+        """Give the context the recurrent core's weights the policy has now (``learner.networks.recurrent_units``),
+        which it moves the core's stored state with as steps leave its window. Called as each step is recorded:
+        a policy that is the learner's own changes without :meth:`set_weights`."""
+        if self.context.recurrent is None:
+            return
+        try:
+            gru = self.policy_net.get_layer("core").get_layer("gru")
+        except ValueError:
+            raise ValueError("learner.networks.recurrent_units: the policy has no recurrent core (build it with "
+                             "explorer.agent.networks.build_policy_net under the same settings)") from None
+        self.context.recurrent.set_weights(*gru.get_weights())
 
     def policy(self, obs: tf.Tensor, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pre-tanh mean and log-std of the policy for ``obs`` (``uint8[k, H, W, C]``) in context ``ctx``."""
@@ -353,6 +368,7 @@ class LearningActor:
         """:meth:`observe` with the decision boundaries given (a recorded session gives its own)."""
         action = np.asarray(action, np.float32)
         obs, next_obs = stack_frames(step.obs), stack_frames(next_step.obs)
+        self._sync_core()
         if step.first:
             self.context.reset(self._newest(step), step.info)
             self.novelty.reset(obs)
@@ -418,6 +434,8 @@ class LearningActor:
         if echo is not None and self.context.echo is not None and len(echo.value) != self.context.echo.units:
             raise ValueError(f"context.echo.value has {len(echo.value)} values, learner.networks.echo_units = "
                              f"{self.context.echo.units}")
+        if state.context.recurrent is not None and self.context.recurrent is not None:
+            self.context.recurrent.check(state.context.recurrent)
         validate_rng_state(state.rng, "rng")
         if state.context.proposal is not None:
             validate_rng_state(state.context.proposal.rng, "context.proposal.rng")

@@ -27,6 +27,24 @@ def colour_bins(frame: np.ndarray, bins: int) -> np.ndarray:
     return (q * weights).sum(-1)
 
 
+def strip_bins(channels: int) -> int:
+    """Colour bins per channel giving about 64 joint bins whatever the channels: 4 in colour, 64 in grey."""
+    return max(2, int(round(64 ** (1.0 / channels))))
+
+
+def strip_colours(frame: np.ndarray, action: np.ndarray, bins: int, strips: int) -> np.ndarray:
+    """``float32[strips * bins**C + dim]``: the colour histogram of each of ``strips`` vertical strips of
+    ``uint8[H, W, C]`` (less the uniform share, scaled to norm 1), then ``action`` (``float32[dim]``)
+    over the square root of its width: what the episode showed and what was sent, each of norm 1 or less."""
+    idx = colour_bins(frame, bins)
+    n = bins ** frame.shape[-1]
+    hist = np.concatenate([np.bincount(idx[:, c].ravel(), minlength=n) / idx[:, c].size
+                           for c in np.array_split(np.arange(idx.shape[1]), strips)])
+    hist -= 1.0 / n
+    act = np.asarray(action, np.float32)
+    return np.concatenate([hist / (np.linalg.norm(hist) + 1e-6), act / np.sqrt(len(act))]).astype(np.float32)
+
+
 class ViewRarity:
     """How rare the colours of each vertical strip of the view are in the episode so far.
 
@@ -113,19 +131,12 @@ class EchoMemory:
 
     def _inputs(self, frame: np.ndarray, action: np.ndarray) -> np.ndarray:
         channels = frame.shape[-1]
-        if self.u is None:  # about 64 colour bins per strip whatever the channels: 4 per channel in colour
-            self.bins = max(2, int(round(64 ** (1.0 / channels))))
+        if self.u is None:
+            self.bins = strip_bins(channels)
             n = self.STRIPS * self.bins**channels + self.action_dim
             rng = np.random.default_rng([self.SEED, channels])
             self.u = rng.normal(0.0, 1.0, (self.units, n)).astype(np.float32)
-        idx = colour_bins(frame, self.bins)
-        n = self.bins**channels
-        hist = np.concatenate([np.bincount(idx[:, c].ravel(), minlength=n) / idx[:, c].size
-                               for c in np.array_split(np.arange(idx.shape[1]), self.STRIPS)])
-        hist -= 1.0 / n
-        act = np.asarray(action, np.float32)
-        return np.concatenate([hist / (np.linalg.norm(hist) + 1e-6),
-                               act / np.sqrt(len(act))]).astype(np.float32)
+        return strip_colours(frame, action, self.bins, self.STRIPS)
 
     def see(self, frame: np.ndarray, action: np.ndarray) -> None:
         """The episode showed ``uint8[H, W, C]`` after ``action`` (zeros at the episode's start)."""
@@ -144,6 +155,128 @@ class EchoMemory:
             raise ValueError(f"context.echo.value holds {value.size} values, not {self.units} in [-1, 1] "
                              "(learner.networks.echo_units)")
         self.value = value
+
+
+def gru_step(state: np.ndarray, x: np.ndarray, kernel: np.ndarray, recurrent: np.ndarray,
+             bias: np.ndarray) -> np.ndarray:
+    """One step of a Keras GRU (sigmoid gates, ``reset_after``) in numpy: the state after input ``x``.
+
+    ``kernel`` ``[in, 3u]``, ``recurrent`` ``[u, 3u]`` and ``bias`` ``[2, 3u]`` are the layer's weights, its
+    gates in Keras's order (update, reset, candidate). A state in [-1, 1] stays there.
+    """
+    u = recurrent.shape[0]
+    xs = x @ kernel + bias[0]
+    hs = state @ recurrent + bias[1]
+    z = 1.0 / (1.0 + np.exp(-(xs[:u] + hs[:u])))
+    r = 1.0 / (1.0 + np.exp(-(xs[u:2 * u] + hs[u:2 * u])))
+    candidate = np.tanh(xs[2 * u:] + r * hs[2 * u:])
+    return (z * state + (1.0 - z) * candidate).astype(np.float32)
+
+
+class RecurrentInput:
+    """What the trained recurrent core reads (``learner.networks.recurrent_units``): the inputs of the last
+    ``window`` agent steps, which of them belong to this episode, and the core's state before the oldest.
+
+    Each agent step is read as the echo memory reads it (the colours of three vertical strips of the
+    newest frame and the action sent), projected by a fixed random matrix onto :attr:`WIDTH` values.
+    The learner runs the core, a GRU (:func:`explorer.agent.networks.build_core`), over the window from
+    the stored state: training back-propagates through the window's steps, never through the CNN, and
+    costs a few small matrix products per step. As a step leaves the window it moves the stored state
+    one step on with the core's weights of the time (R2D2's stored state), so the core's state reaches
+    back over the whole episode. The actor gives the weights (:meth:`set_weights`) whenever its
+    policy's change.
+
+    Args:
+      units: the core's state size.
+      window: agent steps the learner runs the core through.
+      action_dim: width of an action.
+    """
+
+    WIDTH = 24
+    STRIPS = 3
+    SEED = 20261206
+    #: largest magnitude of an input: an input is a fixed projection of two vectors of norm 1 or less
+    BOUND = 10.0
+
+    def __init__(self, units: int, window: int, action_dim: int):
+        self.units, self.window, self.action_dim = int(units), int(window), int(action_dim)
+        self.dim = self.window * (self.WIDTH + 1) + self.units
+        self.proj: np.ndarray | None = None  # drawn once the frame's colour channels are known
+        self.bins = 0
+        self.weights: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.inputs = np.zeros((self.window, self.WIDTH), np.float32)
+        self.valid = np.zeros(self.window, np.float32)  # 1 where a step of this episode is in the window
+        self.start = np.zeros(self.units, np.float32)  # the core's state before the window's oldest step
+
+    def set_weights(self, kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> None:
+        """The core's GRU weights now (``kernel [WIDTH, 3u]``, ``recurrent [u, 3u]``, ``bias [2, 3u]``)."""
+        kernel, recurrent, bias = (np.asarray(w, np.float32) for w in (kernel, recurrent, bias))
+        u3 = 3 * self.units
+        if kernel.shape != (self.WIDTH, u3) or recurrent.shape != (self.units, u3) or bias.shape != (2, u3):
+            raise ValueError(f"a recurrent core of weights {kernel.shape}, {recurrent.shape}, {bias.shape} for "
+                             f"{self.units} units reading {self.WIDTH} inputs")
+        self.weights = (kernel, recurrent, bias)
+
+    def _input(self, frame: np.ndarray, action: np.ndarray) -> np.ndarray:
+        channels = frame.shape[-1]
+        if self.proj is None:
+            self.bins = strip_bins(channels)
+            n = self.STRIPS * self.bins**channels + self.action_dim
+            rng = np.random.default_rng([self.SEED, channels])
+            self.proj = rng.normal(0.0, 1.0, (self.WIDTH, n)).astype(np.float32)  # inputs of about ±1
+        u = strip_colours(frame, action, self.bins, self.STRIPS)
+        if u.shape[0] != self.proj.shape[1]:
+            raise ValueError(f"learner.networks.recurrent_units read frames of another shape ({frame.shape}) in one run")
+        return np.clip(self.proj @ u, -self.BOUND, self.BOUND).astype(np.float32)
+
+    def see(self, frame: np.ndarray, action: np.ndarray) -> None:
+        """The episode showed ``uint8[H, W, C]`` after ``action`` (zeros at the episode's start)."""
+        x = self._input(np.asarray(frame), action)
+        if self.valid[0]:  # the oldest step leaves the window: fold it into the stored state
+            if self.weights is None:
+                raise ValueError("learner.networks.recurrent_units: the core's weights were never given "
+                                 "(RecurrentInput.set_weights)")
+            self.start = gru_step(self.start, self.inputs[0], *self.weights)
+        self.inputs = np.roll(self.inputs, -1, axis=0)
+        self.valid = np.roll(self.valid, -1)
+        self.inputs[-1], self.valid[-1] = x, 1.0
+
+    def value(self) -> np.ndarray:
+        return np.concatenate([self.inputs.ravel(), self.valid, self.start]).astype(np.float32)
+
+    def state(self) -> dict[str, Any]:
+        return {"inputs": self.inputs.tolist(), "valid": self.valid.tolist(), "start": self.start.tolist()}
+
+    def check(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming what is wrong when ``state`` is not one :meth:`state` writes for
+        these settings (its sizes, finite inputs within :attr:`BOUND`, a window that fills from its
+        newest end, a state in [-1, 1])."""
+        try:
+            inputs = np.array(state["inputs"], np.float64)
+            valid = np.array(state["valid"], np.float64)
+            start = np.array(state["start"], np.float64)
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("context.recurrent needs inputs, valid and start, lists of numbers") from None
+        names = "learner.networks.recurrent_window and recurrent_units"
+        if inputs.shape != (self.window, self.WIDTH) or valid.shape != (self.window,) or start.shape != (self.units,):
+            raise ValueError(f"context.recurrent holds inputs {list(inputs.shape)}, valid {list(valid.shape)} and "
+                             f"start {list(start.shape)}, not [{self.window}, {self.WIDTH}], [{self.window}] and "
+                             f"[{self.units}] ({names})")
+        if not (np.isfinite(inputs).all() and np.abs(inputs).max(initial=0) <= self.BOUND):
+            raise ValueError(f"context.recurrent.inputs holds values that are not finite or beyond ±{self.BOUND:g}")
+        if not (np.isin(valid, (0.0, 1.0)).all() and np.all(np.diff(valid) >= 0)):
+            raise ValueError("context.recurrent.valid must be 0s then 1s (the window fills from its newest end)")
+        if not (np.isfinite(start).all() and np.abs(start).max(initial=0) <= 1.0):
+            raise ValueError("context.recurrent.start holds values that are not finite or outside [-1, 1]")
+
+    def load(self, state: Mapping[str, Any]) -> None:
+        self.check(state)
+        self.inputs = np.array(state["inputs"], np.float32)
+        self.valid = np.array(state["valid"], np.float32)
+        self.start = np.array(state["start"], np.float32)
 
 
 class OracleMap:
@@ -241,8 +374,8 @@ class Proposal:
 class Context:
     """Previous action, episode-step fraction, two recent-novelty averages and, with ``view_strips``,
     the :class:`ViewRarity` of the newest frame, with ``oracle_map`` the :class:`OracleMap`, with a
-    ``proposal`` the :class:`Proposal` in force, with ``echo_units`` the :class:`EchoMemory`'s state:
-    ``float32[dim]``.
+    ``proposal`` the :class:`Proposal` in force, with ``echo_units`` the :class:`EchoMemory`'s state and,
+    last, with ``recurrent`` the :class:`RecurrentInput`: ``float32[dim]``.
 
     The step fraction is ``min(episode_step / horizon, 1)`` with ``horizon`` the agent steps of
     an episode of the built-in game (``game.episode_steps``), in every mode: a live game has no
@@ -260,10 +393,13 @@ class Context:
       cell: side of the oracle map's cells, map units.
       proposal: the prior's proposal a residual policy corrects (``learner.actions.residual``; None: none).
       echo_units: ``learner.networks.echo_units``, the :class:`EchoMemory`'s state size (0: none).
+      recurrent: ``(learner.networks.recurrent_units, recurrent_window)``, the :class:`RecurrentInput`'s
+        (units 0: none).
     """
 
     def __init__(self, enabled: bool, horizon: int, action_dim: int = N_AXES, view_strips: int = 0, bins: int = 6,
-                 oracle_map: int = 0, cell: float = 64.0, proposal: Proposal | None = None, echo_units: int = 0):
+                 oracle_map: int = 0, cell: float = 64.0, proposal: Proposal | None = None, echo_units: int = 0,
+                 recurrent: tuple[int, int] = (0, 0)):
         self.enabled = enabled
         self.horizon = int(horizon)
         self.action_dim = int(action_dim)
@@ -271,6 +407,8 @@ class Context:
         self.oracle = OracleMap(oracle_map, cell) if enabled and oracle_map else None
         self.proposal = proposal if enabled else None
         self.echo = EchoMemory(echo_units, action_dim) if enabled and echo_units else None
+        units, window = recurrent
+        self.recurrent = RecurrentInput(units, window, action_dim) if enabled and units else None
         if self.proposal is not None and len(self.proposal.prior) != self.action_dim:
             raise ValueError(f"a proposal of {len(self.proposal.prior)} values for actions of {self.action_dim}")
         extra = (view_strips if self.view else 0) + (oracle_map**2 if self.oracle else 0)
@@ -278,6 +416,7 @@ class Context:
         self.proposal_at = self.action_dim + 3 + extra if self.proposal is not None else None
         extra += self.action_dim + 1 if self.proposal is not None else 0
         extra += echo_units if self.echo is not None else 0
+        extra += self.recurrent.dim if self.recurrent is not None else 0
         self.dim = self.action_dim + 3 + extra if enabled else 1
         self.episode_step = 0
         self.reset()
@@ -285,7 +424,7 @@ class Context:
     @property
     def reads_frames(self) -> bool:
         """Whether :meth:`reset` and :meth:`advance` need the frames (``view_strips``, ``echo_units``)."""
-        return self.view is not None or self.echo is not None
+        return self.view is not None or self.echo is not None or self.recurrent is not None
 
     def reset(self, frame: np.ndarray | None = None, info: Mapping[str, Any] | None = None) -> None:
         """A new episode, whose first frame (``uint8[H, W, C]``) is ``frame`` and whose first report is
@@ -308,6 +447,10 @@ class Context:
             self.echo.reset()
             if frame is not None:
                 self.echo.see(frame, self.prev_action)
+        if self.recurrent is not None:
+            self.recurrent.reset()
+            if frame is not None:
+                self.recurrent.see(frame, self.prev_action)
 
     def value(self) -> np.ndarray:
         """The context now: ``float32[dim]``."""
@@ -323,6 +466,8 @@ class Context:
             parts.append(self.proposal.value())
         if self.echo is not None:
             parts.append(self.echo.value)
+        if self.recurrent is not None:  # last: the core reads the context's tail (explorer.agent.networks.build_core)
+            parts.append(self.recurrent.value())
         return np.concatenate(parts).astype(np.float32)
 
     def advance(self, action: np.ndarray, novelty: float, frame: np.ndarray | None = None,
@@ -345,6 +490,10 @@ class Context:
             if frame is None:
                 raise ValueError("learner.networks.echo_units needs the frame each action led to")
             self.echo.see(frame, self.prev_action)
+        if self.recurrent is not None:
+            if frame is None:
+                raise ValueError("learner.networks.recurrent_units needs the frame each action led to")
+            self.recurrent.see(frame, self.prev_action)
 
     def state(self) -> dict[str, Any]:
         s = {"prev_action": self.prev_action.tolist(), "episode_step": self.episode_step,
@@ -357,6 +506,8 @@ class Context:
             s["proposal"] = self.proposal.state()
         if self.echo is not None:
             s["echo"] = self.echo.state()
+        if self.recurrent is not None:
+            s["recurrent"] = self.recurrent.state()
         return s
 
     def load(self, state: dict[str, Any]) -> None:
@@ -383,3 +534,8 @@ class Context:
                 self.echo.load(state["echo"])
             else:  # written without echo_units: the memory starts empty
                 self.echo.reset()
+        if self.recurrent is not None:
+            if "recurrent" in state:
+                self.recurrent.load(state["recurrent"])
+            else:  # written without recurrent_units: the core starts the episode afresh
+                self.recurrent.reset()

@@ -29,10 +29,12 @@ import tensorflow as tf
 from explorer.agent.guard import GradientPathError, check_gradients
 from explorer.agent.networks import (
     StickRange,
+    build_core,
     build_encoder,
     build_heads,
     build_model_head,
     build_policy_net,
+    core_width,
     corrected,
     split_outputs,
 )
@@ -142,11 +144,16 @@ class Learner:
         self.sticks = StickRange(config, buttons)
         dim = self.sticks.dim
         self.encoder = self._encoder("critic_encoder")
+        # learner.networks.recurrent_units: a GRU over the context's tail, trained by the critics' loss like
+        # the encoder, read (held fixed) by the actor; the heads read its state instead of its inputs
+        self.core = build_core(ctx_dim, config) if config.networks.recurrent_units else None
+        self.target_core = build_core(ctx_dim, config, "target_core") if self.core is not None else None
+        read_dim = core_width(ctx_dim, config)
         # The policy maps (obs, context) to the actor's outputs. With a shared encoder it is the
         # critic's encoder followed by the actor head, and the actor loss trains the head only.
-        self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim)
+        self.actor, self.policy_net = build_policy_net(self.obs_shape, ctx_dim, config, self.encoder, dim, self.core)
         self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
-        self.heads = build_heads(config.networks.feature, ctx_dim, config, config.seed + 300, "critic_heads", dim)
+        self.heads = build_heads(config.networks.feature, read_dim, config, config.seed + 300, "critic_heads", dim)
         # The planner's model (learner.actions.plan_candidates): the critic's encoder, then a head predicting the
         # novelty embedding of the frame one decision on; its loss trains the encoder too (an auxiliary task).
         self.plan_target: keras.Model | None = None
@@ -159,8 +166,8 @@ class Learner:
             out = int(novelty.embed.output_shape[-1])
             self.model_head = build_model_head(config.networks.feature, config, out, dim)
         self.target_encoder = self._encoder("target_encoder")
-        self.target_heads = build_heads(config.networks.feature, ctx_dim, config, config.seed + 300, "target_heads", dim)
-        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
+        self.target_heads = build_heads(config.networks.feature, read_dim, config, config.seed + 300, "target_heads", dim)
+        for src, dst in self._targets():
             for s, d in zip(src.weights, dst.weights, strict=True):
                 d.assign(s)
         # One entropy weight per axis: otherwise SAC can park all its entropy in an axis
@@ -170,6 +177,8 @@ class Learner:
         self.critic_opt = keras.optimizers.Adam(config.critic_lr)
         self.alpha_opt = keras.optimizers.Adam(config.alpha_lr)
         self.critic_vars = self.encoder.trainable_variables + self.heads.trainable_variables
+        if self.core is not None:
+            self.critic_vars += self.core.trainable_variables
         if self.model_head is not None:
             self.critic_vars += self.model_head.trainable_variables
         self.actor_opt.build(self.actor.trainable_variables)
@@ -213,6 +222,18 @@ class Learner:
                 self._checks = None
         return tf.function(checked, input_signature=[self._spec], jit_compile=True)
 
+    def _targets(self) -> list[tuple[keras.Model, keras.Model]]:
+        """(network, its target) pairs: the encoder, the heads and the recurrent core when there is one."""
+        pairs = [(self.encoder, self.target_encoder), (self.heads, self.target_heads)]
+        if self.core is not None and self.target_core is not None:
+            pairs.append((self.core, self.target_core))
+        return pairs
+
+    def read(self, ctx: tf.Tensor, target: bool = False) -> tf.Tensor:
+        """The context as the heads read it: itself, or through the recurrent core (the target's with ``target``)."""
+        core = self.target_core if target else self.core
+        return ctx if core is None else core(ctx, training=False)
+
     def _encoder(self, name: str) -> keras.Model:
         c = self.config
         return build_encoder(self.obs_shape, c.networks.filters, c.networks.feature, c.seed + 200, name)
@@ -233,21 +254,25 @@ class Learner:
         """The actor's outputs with ``atanh(prior)`` added to their pre-tanh means (the prior in squashed units)."""
         return y + self._prior_offset
 
-    def _actor_out(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None) -> tf.Tensor:
+    def _actor_out(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None,
+                   read: tf.Tensor | None = None) -> tf.Tensor:
         if not self.config.networks.shared_encoder:
             return self._with_prior(self.actor([obs, ctx], training=training))
         if features is None:
             features = self.encoder(obs, training=False)
-        return self._with_prior(self.actor([tf.stop_gradient(features), ctx], training=training))
+        if read is None:
+            read = self.read(ctx)
+        return self._with_prior(self.actor([tf.stop_gradient(features), tf.stop_gradient(read)], training=training))
 
-    def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool,
-                features: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def _sample(self, obs: tf.Tensor, ctx: tf.Tensor, training: bool, features: tf.Tensor | None = None,
+                read: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Action as sent (sticks on their range, buttons 1 or -1 with a straight-through gradient), its
         per-axis log-prob ``[B, 4 + n]`` (SAC; zeros for TD3) and the pre-tanh mean.
 
-        ``features``: the critic encoder's features of ``obs``, used (held fixed) by a shared-encoder actor.
+        ``features``: the critic encoder's features of ``obs``, used (held fixed) by a shared-encoder actor;
+        ``read``: the context through the recurrent core (:meth:`read`), held fixed likewise.
         """
-        y = self._actor_out(obs, ctx, training, features)
+        y = self._actor_out(obs, ctx, training, features, read)
         if self.config.algo == "sac":
             mean, log_std = split_outputs(y, "sac")
             a, logp = squash(mean, log_std, self.rng.normal(tf.shape(mean)))
@@ -271,8 +296,9 @@ class Learner:
 
     def actor_loss(self, obs: tf.Tensor, ctx: tf.Tensor, features: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """``mean(alpha * log pi - min Q(obs, pi(obs))) + penalty * mean(pre-tanh^2)``; critics held fixed."""
-        a, logp, mean = self._sample(obs, ctx, training=True, features=features)
-        q = tf.reduce_min(self.heads([tf.stop_gradient(features), a, ctx], training=False), axis=-1)
+        read = tf.stop_gradient(self.read(ctx))
+        a, logp, mean = self._sample(obs, ctx, training=True, features=features, read=read)
+        q = tf.reduce_min(self.heads([tf.stop_gradient(features), a, read], training=False), axis=-1)
         penalty = self.config.preact_penalty * tf.reduce_mean(tf.square(mean))
         loss = tf.reduce_mean(tf.reduce_sum(tf.stop_gradient(self.alpha()) * logp, -1) - q) + penalty
         return loss, {"actor_loss": loss, "q": tf.reduce_mean(q), "logp": tf.reduce_mean(tf.reduce_sum(logp, -1)),
@@ -293,10 +319,12 @@ class Learner:
             y = self._actor_out(next_obs, next_ctx, False, next_features)
             noise = tf.clip_by_value(c.td3_target_noise * self.rng.normal(tf.shape(y)), -0.5, 0.5)
             next_a, next_logp = self.sent(self._corrected(tf.clip_by_value(tf.tanh(y) + noise, -1.0, 1.0), next_ctx)), None
-        next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_ctx], training=False), axis=-1)
+        next_read = self.read(next_ctx, target=True)
+        next_q = tf.reduce_min(self.target_heads([next_features, next_a, next_read], training=False), axis=-1)
         y = td_targets(batch["reward"], batch["discount"], next_q, next_logp)  # alpha is inside next_logp
         features = self.encoder(obs, training=True)
-        q = self.heads([features, batch["action"], batch["ctx"]], training=True)
+        read = batch["ctx"] if self.core is None else self.core(batch["ctx"], training=True)
+        q = self.heads([features, batch["action"], read], training=True)
         loss = tf.reduce_mean(tf.square(q - y[:, None]))
         metrics = {"critic_loss": loss, "q_target": tf.reduce_mean(y), "reward": tf.reduce_mean(batch["reward"])}
         if self.model_head is not None:
@@ -352,7 +380,7 @@ class Learner:
     def _update_targets(self) -> None:
         """Polyak-average the target encoder and heads towards the critic's; count the update."""
         tau = self.config.tau
-        for src, dst in ((self.encoder, self.target_encoder), (self.heads, self.target_heads)):
+        for src, dst in self._targets():
             for s, d in zip(src.trainable_variables, dst.trainable_variables, strict=True):
                 d.assign(tau * s + (1.0 - tau) * d)
         self.updates.assign_add(1)
@@ -477,4 +505,5 @@ class Learner:
         return {"actor": self.actor, "encoder": self.encoder, "heads": self.heads, "target_encoder": self.target_encoder,
                 "target_heads": self.target_heads, "log_alpha": self.log_alpha, "actor_opt": self.actor_opt,
                 "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt, "updates": self.updates, "rng": self.rng,
-                **({} if self.model_head is None else {"model_head": self.model_head})}
+                **({} if self.model_head is None else {"model_head": self.model_head}),
+                **({} if self.core is None else {"core": self.core, "target_core": self.target_core})}

@@ -34,7 +34,7 @@ def _first_conv(config: Config) -> int:
 def memory_needed(config: Config) -> dict[str, int]:
     """Bytes of the largest things a learning run holds, by what holds them: a lower bound of its memory.
 
-    ``replay``: the replay under ``learner.schedule.replay_mb``; ``ring``: the frame ring; ``batch``: one
+    ``replay``: the replay under ``learner.schedule.replay_mb`` (with the recurrent core's inputs in its contexts); ``ring``: the frame ring; ``batch``: one
     sampled batch (observations and next observations, as ``uint8`` and as the ``float32`` the
     encoders scale them to, and the first convolution's outputs of the encoder passes of an
     update: two with a shared encoder, else four); ``networks``: the largest weight matrices (``hidden x hidden`` of
@@ -53,7 +53,10 @@ def memory_needed(config: Config) -> dict[str, int]:
     dim = novelty.histogram_bins ** frame_shape(obs)[2] if novelty.embedding == "histogram" else novelty.embed_dim
     memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
     recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
-    return {"replay": int(replay_capacity(config) * (frame_bytes + 64)),
+    # the recurrent core's inputs, in each slot's two contexts (float32; the rest of a context is a few values)
+    recurrent = 2 * 4 * (learner.networks.recurrent_window * 25 + learner.networks.recurrent_units) \
+        if learner.networks.recurrent_units else 0
+    return {"replay": int(replay_capacity(config) * (frame_bytes + 64 + recurrent)),
             "ring": config.ring.capacity * frame_bytes,
             "batch": learner.schedule.batch_size * (2 * stacked * (1 + 4) + 4 * passes * _first_conv(config)),
             "networks": 4 * (encoders + heads),
@@ -70,7 +73,10 @@ def _memory_keys(config: Config) -> dict[str, tuple[str, ...]]:
         novelty_keys = ("novelty.episode_capacity", "novelty.histogram_bins")
     else:
         novelty_keys = ("novelty.episode_capacity", "novelty.embed_dim")
-    return {"replay": ("learner.schedule.replay_mb",), "ring": ("ring.capacity",),
+    replay: tuple[str, ...] = ("learner.schedule.replay_mb",)
+    if config.learner.networks.recurrent_units:
+        replay += ("learner.networks.recurrent_window",)
+    return {"replay": replay, "ring": ("ring.capacity",),
             "batch": ("learner.schedule.batch_size",),
             "networks": ("learner.networks.hidden", "learner.networks.feature"), "novelty": novelty_keys,
             "record": ("record.chunk_frames",)}

@@ -64,21 +64,63 @@ def build_actor(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig,
     return keras.Model([obs_in, ctx_in], y, name="actor")
 
 
+def core_width(ctx_dim: int, config: LearnerConfig) -> int:
+    """Width of the context the heads read: ``ctx_dim``, or with ``learner.networks.recurrent_units`` the
+    context before the core's inputs, then the core's state (:func:`build_core`)."""
+    from explorer.agent.context import RecurrentInput
+
+    units = config.networks.recurrent_units
+    if not units:
+        return ctx_dim
+    return ctx_dim - config.networks.recurrent_window * (RecurrentInput.WIDTH + 1)  # the inputs go, the state stays
+
+
+def build_core(ctx_dim: int, config: LearnerConfig, name: str = "core") -> keras.Model:
+    """The trained recurrent core (``learner.networks.recurrent_units``): ``float32[ctx]`` -> ``float32[core_width]``.
+
+    The context ends with what :class:`~explorer.agent.context.RecurrentInput` keeps: the inputs of the
+    last ``recurrent_window`` agent steps, which of them belong to the episode, and the stored state
+    before the oldest. A GRU runs over the episode's steps of the window from that state; its state
+    after the newest replaces them, after the rest of the context.
+    """
+    from explorer.agent.context import RecurrentInput
+
+    units, window, width = config.networks.recurrent_units, config.networks.recurrent_window, RecurrentInput.WIDTH
+    base = ctx_dim - window * (width + 1) - units
+    if base < 0:
+        raise ValueError(f"a context of {ctx_dim} values cannot hold a recurrent core's inputs ({window} steps of "
+                         f"{width}, their flags and {units} units)")
+    c_in = keras.Input([ctx_dim], name="context")
+    steps = keras.layers.Reshape((window, width))(c_in[:, base:base + window * width])
+    valid = c_in[:, base + window * width:base + window * (width + 1)] > 0.5
+    start = c_in[:, ctx_dim - units:]
+    gru = keras.layers.GRU(units, unroll=True, kernel_initializer=_init(config.seed + 501),
+                           recurrent_initializer=keras.initializers.Orthogonal(seed=config.seed + 502), name="gru")
+    state = gru(steps, mask=valid, initial_state=[start])
+    return keras.Model(c_in, keras.layers.Concatenate()([c_in[:, :base], state]), name=name)
+
+
 def build_policy_net(obs_shape: tuple[int, ...], ctx_dim: int, config: LearnerConfig,
-                     encoder: keras.Model | None = None, dim: int = N_AXES) -> tuple[keras.Model, keras.Model]:
+                     encoder: keras.Model | None = None, dim: int = N_AXES,
+                     core: keras.Model | None = None) -> tuple[keras.Model, keras.Model]:
     """``(actor, policy_net)``: what the actor loss trains, and the whole ``(obs, ctx) -> outputs`` model.
 
     With ``config.networks.shared_encoder`` the policy is ``encoder`` (the critic's) followed by an actor
-    head, and the actor loss trains the head only; otherwise both are one model.
+    head, and the actor loss trains the head only; otherwise both are one model. With
+    ``learner.networks.recurrent_units`` the head reads the context through the recurrent ``core`` (the
+    critics'; one of its own when not given), whose weights the policy's carry.
     """
     if not config.networks.shared_encoder:
         actor = build_actor(obs_shape, ctx_dim, config, dim)
         return actor, actor
     assert encoder is not None, "a shared-encoder policy needs the critic's encoder"
-    head = build_actor_head(config.networks.feature, ctx_dim, config, dim)
+    if config.networks.recurrent_units and core is None:
+        core = build_core(ctx_dim, config)
+    head = build_actor_head(config.networks.feature, core_width(ctx_dim, config), config, dim)
     obs_in = keras.Input(obs_shape, dtype="uint8", name="obs")
     ctx_in = keras.Input([ctx_dim], name="context")
-    return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), ctx_in]), name="policy")
+    read = ctx_in if core is None else core(ctx_in)
+    return head, keras.Model([obs_in, ctx_in], head([encoder(obs_in), read]), name="policy")
 
 
 def build_heads(feature: int, ctx_dim: int, config: LearnerConfig, seed: int, name: str,

@@ -164,7 +164,8 @@ def _override(text: str) -> list[tuple[list[str], Any]]:
 ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_rate": 0.0,
                                  "learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0,
                                  "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
-                                 "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0}
+                                 "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
+                                 "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16}
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),

@@ -374,6 +374,8 @@ class NetworksConfig(_Section):
     view_strips: int = Field(0, ge=0, le=64, description="vertical view strips whose colour rarity feeds the context, 0-64; 0: off (docs/config.md#learnernetworks)")
     oracle_map: int = Field(0, ge=0, le=15, description="a diagnosis: N x N grid of visited map cells in the context, odd N; 0: off (docs/config.md#learnernetworks)")
     echo_units: int = Field(0, ge=0, le=512, description="units of a random fixed-weight memory of the episode (context), 0-512; 0: off (docs/config.md#learnernetworks)")
+    recurrent_units: int = Field(0, ge=0, le=256, description="units of a trained recurrent core (GRU) over the episode, 0-256; 0: off (docs/config.md#learnernetworks)")
+    recurrent_window: int = Field(16, ge=1, le=64, description="recurrent_units: agent steps the core is trained through, from a stored state, 1-64")
 
     @model_validator(mode="after")
     def _context_inputs(self) -> NetworksConfig:
@@ -389,6 +391,12 @@ class NetworksConfig(_Section):
             raise ValueError(f"learner.networks.echo_units = {self.echo_units} feeds the memory through the context, "
                              f"but learner.networks.context = false: set learner.networks.context = true, or "
                              f"learner.networks.echo_units = 0")
+        if self.recurrent_units and not (self.context and self.shared_encoder):
+            raise ValueError(f"learner.networks.recurrent_units = {self.recurrent_units} reads its inputs from the "
+                             f"context and is trained by the critics, whose encoder the actor shares: it needs "
+                             f"learner.networks.context = true and learner.networks.shared_encoder = true (got "
+                             f"{str(self.context).lower()} and {str(self.shared_encoder).lower()}), or "
+                             f"learner.networks.recurrent_units = 0")
         return self
 
 
@@ -509,6 +517,10 @@ class LearnerConfig(_Section):
         if actions.residual and not networks.context:
             raise ValueError(f"learner.actions.residual = {actions.residual} reads its proposal from the context: it "
                              f"needs learner.networks.context = true, or learner.actions.residual = 0")
+        if networks.recurrent_units and actions.plan_candidates and actions.plan_score == "critic":
+            raise ValueError(f"learner.networks.recurrent_units = {networks.recurrent_units} is read by the critics "
+                             f"through a core the critic planner does not run: with it use learner.actions.plan_score "
+                             f"= reach or model, or learner.networks.recurrent_units = 0")
         return self
 
 

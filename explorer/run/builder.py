@@ -74,7 +74,8 @@ class Agent:
 SHAPING_SETTINGS = ("pad.buttons", "observation.width", "observation.height", "observation.grayscale",
                     "observation.stack", "learner.algo", "learner.networks.hidden", "learner.networks.feature",
                     "learner.networks.filters", "learner.networks.shared_encoder", "learner.networks.context",
-                    "learner.networks.view_strips", "learner.networks.echo_units", "learner.schedule.replay_mb",
+                    "learner.networks.view_strips", "learner.networks.echo_units", "learner.networks.recurrent_units",
+                    "learner.networks.recurrent_window", "learner.schedule.replay_mb",
                     "novelty.signal", "novelty.embedding", "novelty.embed_dim", "novelty.histogram_bins",
                     "novelty.lifelong", "novelty.episode_capacity", "novelty.pixel_window",
                     "novelty.heading_window")
@@ -177,7 +178,8 @@ def _novelty_and_context(config: Config, frame_shape: tuple[int, int, int]) -> t
                             lc.seed + 3)
     return novelty, Context(lc.networks.context, config.game.episode_steps, dim, lc.networks.view_strips,
                             config.novelty.histogram_bins, lc.networks.oracle_map, config.novelty.oracle_cell,
-                            proposal, lc.networks.echo_units)
+                            proposal, lc.networks.echo_units,
+                            (lc.networks.recurrent_units, lc.networks.recurrent_window))
 
 
 def _policy_copy(config: Config, frame_shape: tuple[int, int, int], ctx_dim: int,

@@ -20,7 +20,7 @@ POLICY_SETTINGS = (
     "pad.camera_stick", "pad.walk_stick", "pad.invert_camera_y", "pad.invert_walk_y", "pad.buttons", "pad.tap_gap",
     "learner.algo", "learner.actions.action_low", "learner.actions.action_high", "learner.actions.action_prior", "learner.action_repeat",
     "learner.networks.context", "learner.networks.view_strips", "learner.networks.shared_encoder", "learner.networks.filters", "learner.networks.hidden",
-    "learner.networks.feature", "learner.actions.plan_candidates", "learner.actions.plan_score", "learner.networks.oracle_map", "learner.networks.echo_units", "learner.actions.residual", "learner.actions.option_steps",
+    "learner.networks.feature", "learner.actions.plan_candidates", "learner.actions.plan_score", "learner.networks.oracle_map", "learner.networks.echo_units", "learner.networks.recurrent_units", "learner.networks.recurrent_window", "learner.actions.residual", "learner.actions.option_steps",
     "novelty.signal", "novelty.embedding", "novelty.episodic_reward", "novelty.lifelong", "novelty.histogram_bins",
     "novelty.embed_dim",
     "game.episode_steps", "game.actions",
