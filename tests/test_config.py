@@ -379,6 +379,12 @@ def test_the_memory_estimate_counts_the_largest_buffers_and_refuses_what_does_no
     with pytest.raises(cfg.ConfigError, match=r"networks 147.5 GiB \(learner.networks.hidden = 60000, learner.networks.feature = 128\); "
                        r"lower learner.networks.hidden or learner.networks.feature, or free memory$"):
         check_memory(config.replace(**{"learner.networks.hidden": 60000}), available=4 * 2**30)
+    # a recurrent core's inputs ride in each slot's two contexts: 16 steps of 25 values and 64 units, float32
+    recurrent = config.replace(**{"learner.networks.recurrent_units": 64})
+    assert memory_needed(recurrent)["replay"] == 50934 * (64 * 64 * 3 + 64 + 2 * 4 * (16 * 25 + 64))
+    with pytest.raises(cfg.ConfigError, match=r"replay 0.8 GiB \(learner.schedule.replay_mb = 600, "
+                                              r"learner.networks.recurrent_window = 16\)"):
+        check_memory(recurrent, available=2**29)
 
 
 def test_a_config_loads_whatever_memory_is_free(monkeypatch):

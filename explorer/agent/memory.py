@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from explorer.agent.context import RecurrentInput
 from explorer.agent.replay import replay_capacity
 from explorer.config import Config, ConfigError, frame_shape
 
@@ -54,7 +55,7 @@ def memory_needed(config: Config) -> dict[str, int]:
     memory = novelty.episode_capacity * dim * 4 if novelty.signal == "episodic" else 0
     recent = novelty.pixel_window * frame_bytes if novelty.signal == "pixel" else 0
     # the recurrent core's inputs, in each slot's two contexts (float32; the rest of a context is a few values)
-    recurrent = 2 * 4 * (learner.networks.recurrent_window * 25 + learner.networks.recurrent_units) \
+    recurrent = 2 * 4 * RecurrentInput(learner.networks.recurrent_units, learner.networks.recurrent_window, 0).dim \
         if learner.networks.recurrent_units else 0
     return {"replay": int(replay_capacity(config) * (frame_bytes + 64 + recurrent)),
             "ring": config.ring.capacity * frame_bytes,
