@@ -45,6 +45,14 @@ def strip_colours(frame: np.ndarray, action: np.ndarray, bins: int, strips: int)
     return np.concatenate([hist / (np.linalg.norm(hist) + 1e-6), act / np.sqrt(len(act))]).astype(np.float32)
 
 
+def strip_projection(seed: int, rows: int, channels: int, action_dim: int, strips: int) -> tuple[int, np.ndarray]:
+    """``(bins, matrix)``: the colour bins per channel of :func:`strip_bins` and a fixed ``float32[rows, n]``
+    standard normal matrix over :func:`strip_colours`' ``n`` values, drawn from ``seed`` and ``channels``."""
+    bins = strip_bins(channels)
+    n = strips * bins**channels + action_dim
+    return bins, np.random.default_rng([seed, channels]).normal(0.0, 1.0, (rows, n)).astype(np.float32)
+
+
 class ViewRarity:
     """How rare the colours of each vertical strip of the view are in the episode so far.
 
@@ -132,10 +140,7 @@ class EchoMemory:
     def _inputs(self, frame: np.ndarray, action: np.ndarray) -> np.ndarray:
         channels = frame.shape[-1]
         if self.u is None:
-            self.bins = strip_bins(channels)
-            n = self.STRIPS * self.bins**channels + self.action_dim
-            rng = np.random.default_rng([self.SEED, channels])
-            self.u = rng.normal(0.0, 1.0, (self.units, n)).astype(np.float32)
+            self.bins, self.u = strip_projection(self.SEED, self.units, channels, self.action_dim, self.STRIPS)
         return strip_colours(frame, action, self.bins, self.STRIPS)
 
     def see(self, frame: np.ndarray, action: np.ndarray) -> None:
@@ -222,11 +227,8 @@ class RecurrentInput:
 
     def _input(self, frame: np.ndarray, action: np.ndarray) -> np.ndarray:
         channels = frame.shape[-1]
-        if self.proj is None:
-            self.bins = strip_bins(channels)
-            n = self.STRIPS * self.bins**channels + self.action_dim
-            rng = np.random.default_rng([self.SEED, channels])
-            self.proj = rng.normal(0.0, 1.0, (self.WIDTH, n)).astype(np.float32)  # inputs of about ±1
+        if self.proj is None:  # inputs of about ±1
+            self.bins, self.proj = strip_projection(self.SEED, self.WIDTH, channels, self.action_dim, self.STRIPS)
         u = strip_colours(frame, action, self.bins, self.STRIPS)
         if u.shape[0] != self.proj.shape[1]:
             raise ValueError(f"learner.networks.recurrent_units read frames of another shape ({frame.shape}) in one run")
