@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
@@ -288,3 +289,32 @@ def test_a_gymnasium_game_that_cannot_be_made_is_one_line_before_a_cluster_start
                                        "'no_such_module'), so game.id = Foo/Bar-v0 is not registered: pip install -e "
                                        "'.[gym]' (ale-py, minigrid), or install the package that registers it\n")
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_the_trained_recurrent_core_runs_on_two_workers_and_resumes_on_one(cluster, tmp_path, capsys):
+    """learner.networks.recurrent_units on workers: each worker's actor fills the core's window and moves its
+    stored state on with the weights the learner publishes (what reaches replay says so), and the run resumes
+    from its checkpoint on one worker."""
+    units, window = 8, 4
+    core = [f"learner.networks.recurrent_units={units}", f"learner.networks.recurrent_window={window}"]
+    out = tmp_path / "runs"
+    code = cli.main(["explore", "--out", str(out), "--no-progress",
+                     *(a for s in [*TINY, *core, "run.workers=2", "run.steps=360"] for a in ("--set", s))])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    (run,) = out.iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 360 and summary["updates"] > 0
+    assert all(w["transitions_in_replay"] > 0 for w in summary["workers"]), summary["workers"]
+    (replay,) = run.glob("checkpoints/*/replay/replay.npz")
+    with np.load(replay) as saved:
+        ctx = saved["ctx"]
+    # the context's last segment: window x 24 inputs, the window's flags, the stored state
+    state = ctx[:, -units:]
+    flags = ctx[:, -units - window:-units]
+    assert (np.diff(flags, axis=1) >= 0).all() and (flags.sum(1) == window).mean() > 0.5  # 0s then 1s; mostly full
+    assert np.abs(state).max() > 0  # steps left the window and moved the stored state on
+    assert (state[flags.sum(1) < window] == 0).all()  # a window not yet full has no stored state: episode start
+    code = cli.main(["explore", "--resume", str(run), "--steps", "450", "--workers", "1", "--no-progress"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_at"] == 360 and summary["steps"] == 90 and summary["updates"] > 0

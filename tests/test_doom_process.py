@@ -294,3 +294,23 @@ def test_an_engine_started_without_its_launcher_in_a_read_only_folder_is_a_one_l
         f"explorer: the ViZDoom engine writes _vizdoom.ini and _vizdoom/ into the working folder, and {tmp_path}/ro "
         "is not writable: run explorer from a writable folder")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_new_engine_home_holds_the_folder_the_engine_would_race_to_create(tmp_path, monkeypatch):
+    # Two engines starting at once in a new home (--workers, the first run after a reboot) both find no _vizdoom/;
+    # the one whose mkdir comes second exits ("Failed to create ./_vizdoom/ directory: File exists"). The
+    # launcher makes the folder before any engine starts, and then two engines start together from that home.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    engine = sys.executable  # any existing file stands for the binary: the launcher only wraps its path
+    launcher = doom_process.engine_launcher(engine)
+    assert launcher is not None
+    folder = tmp_path / f"explorer-{os.getuid()}" / "engine" / "_vizdoom"
+    assert folder.is_dir() and folder.stat().st_mode & 0o077 == 0
+    assert doom_process.engine_launcher(engine) == launcher  # a second call finds it made and changes nothing
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(tmp_path)}
+    code = "from explorer.config import load\nfrom explorer.envs import make_game\nmake_game(load()).close()\n"
+    games = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for game in games:
+        _, err = game.communicate(timeout=HANG_S)
+        assert game.returncode == 0, err[-2000:]

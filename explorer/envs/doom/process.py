@@ -92,6 +92,10 @@ def engine_launcher(engine: str) -> str | None:
     path = folder / f"vizdoom-launcher-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     try:
         home.mkdir(mode=0o700, exist_ok=True)
+        # The engine creates _vizdoom/ when it finds none, and exits when that fails because another engine
+        # created it a moment before: two engines started at once in a new home (--workers, a first run after
+        # a reboot) would race for it. Made here first, every engine finds it.
+        (home / "_vizdoom").mkdir(mode=0o700, exist_ok=True)
         if not path.is_file() or path.read_text() != text:
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             tmp.write_text(text)
