@@ -533,3 +533,25 @@ def test_reach_plays_every_map_with_one_candidate_prior(bench, tmp_path, capsys)
     (result,) = json.loads((tmp_path / "b" / "results.json").read_text())
     assert result["reach_weights"] == str(candidate.resolve())
     assert reach.WEIGHTS is shipped and bench.HELD_OUT not in os.environ  # nothing left behind
+
+
+def test_reach_own_plays_a_gymnasium_game_with_the_prior_trained_on_its_own_pixels(bench, tmp_path, capsys):
+    from explorer.agent import reach
+
+    shipped = reach.WEIGHTS
+    priors = tmp_path / "priors"
+    priors.mkdir()
+    common = ["--maps", "multiroom", "--steps", "40", "--seeds", "0", "--agents", "frozen", "--set",
+              "game.episode_steps=20", "--set", "learner.actions.plan_candidates=8", "--set",
+              "learner.actions.plan_score=reach",
+              "--reach-own", str(priors)]
+    assert bench.main([*common, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "reach_own_multiroom.npz is missing" in err and "--protocol own --labels pixels" in err
+    assert bench.main([*common, "--reach-held-out", str(priors), "--out", str(tmp_path / "a")]) == 2
+    assert "give one" in capsys.readouterr().err
+    reach.save_reach(reach.build_reach(), priors / "reach_own_multiroom.npz")
+    assert bench.main([*common, "--out", str(tmp_path / "b")]) == 0
+    (result,) = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert result["reach_weights"] == str((priors / "reach_own_multiroom.npz").resolve())
+    assert reach.WEIGHTS is shipped and bench.HELD_OUT not in os.environ  # nothing left behind

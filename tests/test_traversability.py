@@ -211,3 +211,107 @@ def test_the_choosers_play_is_named_by_its_priors_content(trav, tmp_path):
     trav.save_reach(trav.build_reach(), two / "reach_without_E1M1.npz")  # retrained in place
     assert trav.chooser_play(tmp_path, "E1M2", 100, two / "reach_without_E1M1.npz") != same[0]
     assert same[0].parent == tmp_path and same[0].name.startswith("data_E1M2_100_chosen_by_")
+
+
+def test_the_view_change_of_a_turning_camera_ignores_a_turn_and_sees_the_view_move():
+    from explorer.agent.reach import view_change
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
+    turned = np.roll(frames, 17, axis=2)  # the camera turned: every row slid sideways
+    moved = np.roll(frames, 9, axis=1)  # the view moved: what was in a row is in another
+    np.testing.assert_allclose(view_change(frames, turned, turns=True), 0.0)
+    assert (view_change(frames, moved, turns=True) > 1.0).all()
+    assert (view_change(frames, turned) > 1.0).all()  # a camera that stays put: every pixel slid is a change
+    np.testing.assert_allclose(view_change(frames, frames), 0.0)
+    np.testing.assert_allclose(view_change(frames, moved, True, chunk=2), view_change(frames, moved, True))
+
+
+def test_pixel_labels_are_the_view_change_over_the_horizon_and_need_no_positions(trav, tmp_path):
+    from explorer.agent.reach import view_change
+
+    n = 30
+    rng = np.random.default_rng(1)
+    frames = rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8)
+    path = tmp_path / "data.npz"
+    np.savez_compressed(path, frames=frames, actions=np.zeros((n, 5), np.float32),
+                        positions=np.full((n, 2), np.nan), episodes=np.zeros(n, int))
+    f, _, y = trav.samples(path, horizon=8, inputs=3, labels="pixels", turns=False)
+    assert len(f) == n - 8
+    np.testing.assert_allclose(y, view_change(frames[:n - 8], frames[8:]), rtol=1e-5)
+    _, _, turning = trav.samples(path, horizon=8, inputs=3, labels="pixels")  # Doom's camera turns
+    np.testing.assert_allclose(turning, view_change(frames[:n - 8], frames[8:], turns=True), rtol=1e-5)
+    with pytest.raises(trav.ExplorerError, match="--labels pixels"):
+        trav.samples(path, horizon=8, inputs=3)  # the engine's distance of play that has no positions
+
+
+def test_a_pixel_prior_trains_from_recorded_sessions_and_skips_the_steps_whose_action_is_unknown(trav, tmp_path,
+                                                                                                 capsys):
+    from explorer.agent.reach import load_reach
+    from explorer.envs.sessions.writer import Recorder
+
+    rng = np.random.default_rng(2)
+    for name, unknown in (("played", False), ("person", True)):
+        with Recorder(tmp_path / "sessions" / name, {"test": True}, chunk_frames=16, buttons=("a",)) as rec:
+            for i in range(40):
+                action = None if unknown and i < 20 else rng.uniform(-1, 1, 5).astype(np.float32)
+                rec.add(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8), action, 0.0, first=i in (0, 25),
+                        last=i in (24, 39))
+    data = trav.from_sessions([str(tmp_path / "sessions")], tmp_path / "data.npz", most=70)
+    d = np.load(data)
+    assert len(d["frames"]) == 70  # the first session's 40 steps, then the second's first 30
+    np.testing.assert_array_equal(d["episodes"], [0] * 25 + [1] * 15 + [2] * 25 + [3] * 5)
+    f, _, _ = trav.samples(data, labels="pixels")
+    # steps whose 8 next steps stay in one episode and whose draw's actions are all known
+    assert len(f) == (25 - 8) + (15 - 8)  # the second session's episodes: too few known steps, too short
+    out = tmp_path / "pixels.npz"
+    assert trav.main(["--sessions", str(tmp_path / "sessions"), "--labels", "pixels", "--ship", str(out),
+                      "--epochs", "1", "--out", str(tmp_path / "work")]) == 0
+    assert len(load_reach(out)) == 1
+    assert trav.main(["--sessions", str(tmp_path / "sessions"), "--ship", str(out), "--out", str(tmp_path)]) == 2
+    assert "--labels pixels" in capsys.readouterr().err
+
+
+def test_sessions_of_other_frames_are_refused_in_one_line(trav, tmp_path):
+    from explorer.envs.sessions.writer import Recorder
+
+    with Recorder(tmp_path / "s", {"test": True}, chunk_frames=4, buttons=()) as rec:
+        for i in range(5):
+            rec.add(np.zeros((32, 32, 3), np.uint8), np.zeros(4, np.float32), 0.0, first=i == 0, last=i == 4)
+    with pytest.raises(trav.ExplorerError, match="reads \\(64, 64, 3\\)"):
+        trav.from_sessions([str(tmp_path / "s")], tmp_path / "data.npz", most=100)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(trav.ExplorerError, match="no recorded session"):
+        trav.from_sessions([str(tmp_path / "empty")], tmp_path / "data.npz", most=100)
+
+
+def test_a_model_of_a_maps_own_play_trains_on_its_first_three_quarters_and_is_judged_on_the_rest(trav, tmp_path,
+                                                                                                 monkeypatch):
+    data = fake_maps(tmp_path, 80)
+    seen = []
+    real = trav.samples
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append((args[0].name, kwargs.get("labels", args[4] if len(args) > 4 else "positions"), len(out[0])))
+        return out
+
+    monkeypatch.setattr(trav, "samples", counted)
+    rho = trav.train({"a": data["a"]}, "a", 1, tmp_path / "own_a.npz", labels="pixels", own=True)
+    assert -1.0 <= rho <= 1.0
+    assert seen == [("a.npz", "pixels", 72), ("a.npz", "positions", 72)]  # map b is never read
+    k = int(trav.OWN_SHARE * 72)
+    trained, judged = trav._cut(tuple(np.arange(72)[None].repeat(3, 0)), True), trav._cut(
+        tuple(np.arange(72)[None].repeat(3, 0)), False)
+    assert list(trained[0]) == list(range(k)) and list(judged[0]) == list(range(k + 2 * trav.HOLD, 72))
+
+
+def test_settings_that_cannot_go_together_are_refused_before_anything_runs(trav, tmp_path, capsys):
+    out = ["--out", str(tmp_path / "x")]
+    assert trav.main([*out, "--gym", "--labels", "pixels"]) == 2
+    assert "--models-only" in capsys.readouterr().err
+    assert trav.main([*out, "--gym", "--models-only", "--hurt"]) == 2
+    assert "Doom's health" in capsys.readouterr().err
+    assert trav.main([*out, "--labels", "pixels", "--hurt"]) == 2
+    assert "leave it out" in capsys.readouterr().err
+    assert not list((tmp_path / "x").glob("data_*"))  # nothing collected

@@ -287,17 +287,21 @@ def _recorded_overrides(agent_name: str, overrides: list[str]) -> list[str]:
     return _game_sets(overrides) if agent_name in ("uniform", "sticky", "original") else list(overrides)
 
 
-#: the environment variable by which ``--reach-held-out`` (a folder) or ``--reach`` (a weights file) reaches the
-#: ``--jobs`` processes
+#: the environment variable by which ``--reach-held-out`` (a folder), ``--reach-own`` (``own:`` and a folder) or
+#: ``--reach`` (a weights file) reaches the ``--jobs`` processes
 HELD_OUT = "EXPLORER_BENCH_REACH_HELD_OUT"
+#: how ``--reach-own``'s folder is told from ``--reach-held-out``'s in :data:`HELD_OUT`
+OWN = "own:"
 
 
 def reach_weights(map_name: str) -> str | None:
-    """The reach prior's weights a run on ``map_name`` plays with under ``--reach-held-out`` or ``--reach``
-    (None: the shipped)."""
+    """The reach prior's weights a run on ``map_name`` plays with under ``--reach-held-out``, ``--reach-own``
+    or ``--reach`` (None: the shipped)."""
     given = os.environ.get(HELD_OUT)
-    if not given or map_name not in MAPS:
+    if not given or map_name not in ALL_MAPS:
         return None
+    if given.startswith(OWN):
+        return str(Path(given.removeprefix(OWN)) / f"reach_own_{map_name}.npz")
     return given if given.endswith(".npz") else str(Path(given) / f"reach_without_{map_name}.npz")
 
 
@@ -674,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
                     "folders (one step budget per map) into one table with every seed, written as suite.md in --out")
     ap.add_argument("--reach-held-out", metavar="DIR", help="each Doom map's reach prior is DIR/reach_without_<map>.npz "
                     "(tools/traversability.py --models-only): one never trained on that map's pictures")
+    ap.add_argument("--reach-own", metavar="DIR", help="each map's reach prior is DIR/reach_own_<map>.npz "
+                    "(tools/traversability.py --models-only --protocol own --labels pixels): one trained on that "
+                    "map's own play at another seed, from its pixels alone")
     ap.add_argument("--reach", metavar="NPZ", help="every Doom map's reach prior is this weights file (a candidate "
                     "to ship: tools/traversability.py --ship or --join), not the shipped one")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
@@ -703,18 +710,22 @@ def _bench(args: argparse.Namespace) -> int:
     maps = args.maps or (list(GYM_MAPS) if args.gym else list(MAPS) if args.suite else ["my_way_home"])
     load(None, args.overrides, game=True)  # a wrong --set is said now, not by each run
     os.environ.pop(HELD_OUT, None)
-    if args.reach_held_out and args.reach:
-        print("bench_explore: --reach-held-out and --reach each choose the reach prior: give one", file=sys.stderr)
+    if sum(map(bool, (args.reach_held_out, args.reach_own, args.reach))) > 1:
+        print("bench_explore: --reach-held-out, --reach-own and --reach each choose the reach prior: give one",
+              file=sys.stderr)
         return 2
     if args.reach and not args.reach.endswith(".npz"):
         print(f"bench_explore: --reach {args.reach}: give a weights file ending in .npz", file=sys.stderr)
         return 2
-    if args.reach_held_out or args.reach:  # for this command and its --jobs processes (main clears it)
-        os.environ[HELD_OUT] = str(Path(args.reach_held_out or args.reach).resolve())
+    if args.reach_held_out or args.reach_own or args.reach:  # for this command and its --jobs processes (main
+        os.environ[HELD_OUT] = (OWN + str(Path(args.reach_own).resolve()) if args.reach_own  # clears it)
+                                else str(Path(args.reach_held_out or args.reach).resolve()))
         missing = [w for w in map(reach_weights, maps) if w and not Path(w).is_file()]
         if missing:
             os.environ.pop(HELD_OUT)
-            how = ("--models-only --out " + args.reach_held_out if args.reach_held_out else "--ship " + args.reach)
+            how = ("--models-only --out " + args.reach_held_out if args.reach_held_out
+                   else f"--models-only --protocol own --labels pixels --out {args.reach_own}" if args.reach_own
+                   else "--ship " + args.reach)
             print(f"bench_explore: {missing[0]} is missing: make it with python tools/traversability.py {how}",
                   file=sys.stderr)
             return 2

@@ -30,7 +30,12 @@ package ships for ``learner.actions.plan_score = "reach"`` (``explorer/agent/rea
 which the package scores by its models' mean; ``--join-held-out OUT IN...`` does so
 for each map's held-out priors of several ``--models-only`` folders.
 
-The model is trained with the engine's positions, so it is prior knowledge of
+``--labels pixels`` trains the same model on how far the *view* moved over the horizon, from the frames
+alone (``explorer.agent.reach.view_change``): no position is read to train it, only to judge it, so the same
+recipe trains a reach prior for any game, and ``--sessions DIR... --ship NPZ --labels pixels`` trains one on
+recorded sessions of any game whose frames are 64 x 64 colour.
+
+With the default labels the model is trained with the engine's positions, so it is prior knowledge of
 Doom's pictures, not something a run learns; the screen tells whether such a
 prior is worth building into the agent.
 
@@ -57,9 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import oracle_ceilings  # noqa: E402
-from bench_explore import MAPS  # noqa: E402
+from bench_explore import ALL_MAPS, GYM_MAPS, MAPS  # noqa: E402
 
-from explorer.agent.reach import UNITS, build_reach, load_reach, save_reach  # noqa: E402
+from explorer.agent.reach import UNITS, build_reach, load_reach, save_reach, view_change  # noqa: E402
 from explorer.core import ExplorerError, Step  # noqa: E402
 from explorer.files import atomic_save  # noqa: E402
 
@@ -94,19 +99,21 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
     from explorer.config import load
     from explorer.envs import make_env
 
-    config = load(None, [f"run.seed={seed}", *MAPS[map_name], "run.agent=sticky_prior", f"run.sticky_steps={HOLD}"])
+    config = load(None, [f"run.seed={seed}", *ALL_MAPS[map_name], "run.agent=sticky_prior",
+                         f"run.sticky_steps={HOLD}"])
     env = make_env(config)
+    doom = config.game.name == "vizdoom"
     sticks = StickRange(config.learner, config.pad.buttons)
     actor = (oracle_ceilings.ChoosingActor(seed, sticks, draws, reach_scorer(prior, config.pad.buttons)) if prior
              else RandomActor(seed, sticky_steps=HOLD, sticks=sticks))
     frames, actions, positions, episodes, hurt = [], [], [], [], []
     step, episode = env.reset(), 0
     try:
-        health = _health(env)
+        health = _health(env) if doom else 0.0
         for _ in range(steps):
             frames.append(np.asarray(step.obs)[-1])
             p = step.info["position"]
-            positions.append((p.x, p.y))
+            positions.append(_place(p))
             episodes.append(episode)
             action = actor.act(step)
             actions.append(action)
@@ -114,9 +121,9 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
             if step.last:
                 hurt.append(env.outcome == "death")
                 step, episode = env.reset(), episode + 1
-                health = _health(env)
+                health = _health(env) if doom else 0.0
             else:
-                before, health = health, _health(env)
+                before, health = health, _health(env) if doom else 0.0
                 hurt.append(health < before)
     finally:
         env.close()
@@ -130,11 +137,60 @@ def collect(map_name: str, seed: int, steps: int, path: Path, prior: Path | None
     return path
 
 
-def samples(path: Path, horizon: int = HOLD, inputs: int = 3,
-            hurt: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def from_sessions(paths: list[str], path: Path, most: int) -> Path:
+    """The play of recorded sessions (``explorer record``, or any run with ``record.dir``), as :func:`collect`
+    writes play, at ``path``: frames, actions as sent, episode numbers; no positions, so it trains a reach prior
+    on ``--labels pixels`` only. At most ``most`` steps are read; steps whose action the session does not know
+    (a person's play) are kept as unknown and never learned from.
+
+    Raises:
+      ExplorerError: no session there, a session's frames are not the reach prior's, or none knows its actions.
+    """
+    from explorer.agent.reach import FRAME
+    from explorer.envs.sessions.reader import find_sessions, open_sessions
+
+    sessions = open_sessions(find_sessions(paths))
+    if not sessions:
+        raise ExplorerError(f"no recorded session in {' '.join(paths)}: give session folders or a folder of them")
+    frames, actions, episodes, episode, total = [], [], [], -1, 0
+    for session in sessions:
+        if tuple(session.frame_shape or ()) != FRAME:
+            raise ExplorerError(f"session {session.path} holds frames of {session.frame_shape}; the reach prior "
+                                f"reads {FRAME}: record with observation.height = observation.width = 64 in colour")
+        episode += 1  # a session never continues another's episode
+        for chunk, steps in session.iter_chunks():
+            take = min(len(chunk), most - total)
+            episode_of = episode + np.cumsum(steps.first[:take]) - (1 if steps.first[:1].any() else 0)
+            frames.append(chunk[:take])
+            actions.append(steps.action[:take, :4])  # the sticks: every pad's first four columns
+            episodes.append(episode_of)
+            episode, total = (int(episode_of[-1]) if take else episode), total + take
+            if total >= most:
+                break
+        if total >= most:
+            break
+    actions_ = np.concatenate(actions)
+    if not np.isfinite(actions_).all(axis=1).any():
+        raise ExplorerError("the sessions know none of their actions (a person's play, explorer record): record a "
+                            "run that sends them (explore or play with record.dir)")
+    n = len(actions_)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, frames=np.concatenate(frames), actions=actions_,
+                                positions=np.full((n, 2), np.nan, np.float32), episodes=np.concatenate(episodes))
+
+    atomic_save(path, write)
+    return path
+
+
+def samples(path: Path, horizon: int = HOLD, inputs: int = 3, hurt: bool = False,
+            labels: str = "positions", turns: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every step whose next ``horizon`` steps stay in its episode: its frame, the mean of the next ``HOLD``
     steps' actions (camera x, walk x, walk y and, with ``inputs`` 4, the A button) and the distance the player
-    covered in ``horizon`` steps, in ``SCALE`` map units.
+    covered in ``horizon`` steps, in ``SCALE`` map units; with ``labels`` ``"pixels"`` instead how far the view
+    moved in those steps, judged from its frames alone (:func:`explorer.agent.reach.view_change`; ``turns``:
+    the camera turns, as in Doom).
 
     With ``hurt``, a move the player is hurt or killed within ``HURT`` steps of (a held draw, then the longest
     wait for a damaging floor's next blow) counts as going nowhere, distance 0: the steps into a pit of nukage,
@@ -148,9 +204,17 @@ def samples(path: Path, horizon: int = HOLD, inputs: int = 3,
     frames, actions, positions, episodes = d["frames"], d["actions"], d["positions"], d["episodes"]
     n = len(frames) - max(horizon, HOLD)
     inside = episodes[:n] == episodes[horizon:horizon + n]
-    distance = np.hypot(*(positions[horizon:horizon + n] - positions[:n]).T) / SCALE
-    summed = np.cumsum(np.concatenate([np.zeros((1, actions.shape[1])), actions]), axis=0)
+    if labels == "pixels":
+        distance = view_change(frames[:n], frames[horizon:horizon + n], turns)
+    elif not np.isfinite(positions).all():
+        raise ExplorerError(f"{path} holds no positions (recorded sessions): train on it with --labels pixels")
+    else:
+        distance = np.hypot(*(positions[horizon:horizon + n] - positions[:n]).T) / SCALE
+    known = np.isfinite(actions).all(axis=1)  # a recorded person's play: its actions are not known
+    summed = np.cumsum(np.concatenate([np.zeros((1, actions.shape[1])), np.where(known[:, None], actions, 0)]), axis=0)
     mean = ((summed[HOLD:HOLD + n] - summed[:n]) / HOLD)[:, COLUMNS[inputs]]
+    unknown = np.cumsum(np.concatenate([[0], ~known]))
+    inside &= unknown[HOLD:HOLD + n] == unknown[:n]  # every action of the draw known
     if hurt:
         if "hurt" not in d:
             raise ExplorerError(f"{path} was collected without the damage the player took: collect it again "
@@ -180,18 +244,31 @@ def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
-          inputs: int = 3, augment: bool = False, seed: int = 0, hurt: bool = False) -> float:
+          inputs: int = 3, augment: bool = False, seed: int = 0, hurt: bool = False,
+          labels: str = "positions", turns: bool = True, own: bool = False) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` (a map's play
     file, or several) and save it to ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package
     ships); returns the Spearman correlation of the predicted and true distances on ``held_out``'s first file
-    (NaN with none). ``hurt``: a move followed by damage goes nowhere (:func:`samples`)."""
+    (NaN with none). ``hurt``: a move followed by damage goes nowhere (:func:`samples`). ``labels``: what the
+    model learns, the engine's distances (``"positions"``) or the view's change (``"pixels"``); it is judged
+    against the engine's distances either way; ``turns``: the view's camera turns (:func:`samples`).
+
+    With ``own``, ``data`` is one map's play and ``held_out`` that map: the model is trained on the first
+    :data:`OWN_SHARE` of its steps and judged on the rest (a model from the map's own play, for labels that
+    need no positions)."""
     import keras
     from novelty_fidelity import spearman
 
     files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
-    parts = [samples(p, horizon, inputs, hurt) for m, paths in files.items() if m != held_out for p in paths]
+    if own:
+        parts = [_cut(samples(p, horizon, inputs, hurt, labels, turns), True) for p in files[held_out]]
+    else:
+        parts = [samples(p, horizon, inputs, hurt, labels, turns) for m, paths in files.items() if m != held_out
+                 for p in paths]
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
+    if labels == "pixels":  # in units of the play's mean view change: a small sprite's game learns as a wide view's
+        distances = distances / max(float(distances.mean()), 1e-6)
     n = len(distances)  # the frames, then the same mirrored (a turn or strafe the other way), in one array:
     frames = np.empty((2 * n, *parts[0][0].shape[1:]), np.uint8)  # each part freed once copied, so memory
     at = 0  # peaks near 3 copies of the play, not 4
@@ -232,7 +309,31 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
     if held_out is None:
         return float("nan")
     f, a, y = samples(files[held_out][0], horizon, inputs, hurt)
+    if own:
+        f, a, y = _cut((f, a, y), False)
     return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
+
+
+#: how far apart two rooms of a Gymnasium game are put, in its units: a move into another room is a long one
+ROOM_APART = 1000.0
+
+
+def _place(p) -> tuple[float, float]:
+    """A position as the play's ``(x, y)``: in a game of rooms (Montezuma's Revenge) each room is set
+    :data:`ROOM_APART` along x from the last, so that a move into another room is the longest there is."""
+    room = getattr(p, "room", None) or 0
+    return (float(p.x) + ROOM_APART * room, float(p.y))
+
+
+#: the share of a map's own play a model of ``--protocol own`` is trained on; it is judged on the rest
+OWN_SHARE = 0.75
+
+
+def _cut(arrays: tuple[np.ndarray, ...], first: bool) -> tuple[np.ndarray, ...]:
+    """The first :data:`OWN_SHARE` of :func:`samples`' arrays (``first``), or the rest after a gap of two held
+    draws, so that no move of one part overlaps a move of the other."""
+    k = int(OWN_SHARE * len(arrays[0]))
+    return tuple(x[:k] if first else x[k + 2 * HOLD:] for x in arrays)
 
 
 def _health(env) -> float:
@@ -314,6 +415,18 @@ def main(argv: list[str] | None = None) -> int:
                     "by the weights file PRIORS")
     ap.add_argument("--hurt", action="store_true", help="a move the player is hurt or killed within a draw of (and "
                     "the wait for a damaging floor's next blow) is learned as going nowhere")
+    ap.add_argument("--labels", choices=["positions", "pixels"], default="positions", help="what the model learns: "
+                    "the distance the engine measured (the Doom reference), or how far the view moved, from the "
+                    "frames alone (explorer.agent.reach.view_change: a prior for any game); it is judged against "
+                    "the engine's distances either way")
+    ap.add_argument("--view", choices=["turning", "fixed"], help="with --labels pixels: the game's camera turns "
+                    "with camera x (first person: Doom, the default on its maps) or stays put (a room of Montezuma's "
+                    "Revenge, a MiniGrid maze: the default on the Gymnasium games and for --sessions)")
+    ap.add_argument("--protocol", choices=["held-out", "own"], default="held-out", help="held-out: each map's "
+                    "model is trained on the other maps' play; own: on the first 3/4 of the "
+                    "map's own play, judged on the rest")
+    ap.add_argument("--gym", action="store_true", help="the Gymnasium suite's games (Montezuma's Revenge, a MiniGrid "
+                    "maze) instead of Doom's maps; with --models-only")
     ap.add_argument("--train-seed", type=int, default=0, help="the seed of the model's initial weights and batches")
     ap.add_argument("--steps", type=int, default=10_000, help="agent steps per screen run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -326,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
                     "arrays load_reach reads (reach_without_<map>.npz, for bench_explore --reach-held-out), no screen")
     ap.add_argument("--ship", metavar="NPZ", help="instead of the screen, train on every suite map and write the "
                     "weights the package ships (explorer/agent/reach_doom.npz)")
+    ap.add_argument("--sessions", nargs="+", metavar="DIR", help="with --ship and --labels pixels: train on these "
+                    "recorded sessions (explore or play with record.dir, frames of 64 x 64 colour; at most 4 x "
+                    "--data-steps steps) instead of collecting Doom play: a reach prior for the game they recorded")
     ap.add_argument("--join", nargs="+", metavar="NPZ", help="run nothing: write the models of the second and later "
                     "weights files as one ensemble to the first")
     ap.add_argument("--join-held-out", nargs="+", metavar="DIR", help="run nothing: write each map's held-out priors "
@@ -346,13 +462,50 @@ def main(argv: list[str] | None = None) -> int:
     if joins:
         return 0
     out = Path(args.out)
+    if args.sessions:
+        if not args.ship or args.labels != "pixels":
+            print("traversability: --sessions hold no positions: train a prior on them with --ship NPZ and "
+                  "--labels pixels", file=sys.stderr)
+            return 2
+        if args.inputs != 3:
+            print("traversability: --sessions train on the sticks alone: leave out --inputs 4", file=sys.stderr)
+            return 2
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            play = from_sessions(args.sessions, out / "data_sessions.npz", 4 * args.data_steps)
+        except ExplorerError as err:
+            print(f"traversability: {err}", file=sys.stderr)
+            return 2
+        train({"sessions": play}, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
+              args.train_seed, labels="pixels", turns=args.view == "turning")
+        print(f"wrote {args.ship}")
+        return 0
     out.mkdir(parents=True, exist_ok=True)
-    maps = list(MAPS)
-    models = {m: out / f"model_without_{m}.keras" for m in maps}
+    maps = list(GYM_MAPS if args.gym else MAPS)
+    own = args.protocol == "own"
+    if args.gym and not args.models_only:
+        print("traversability: the Gymnasium games have no chooser screen here: give --models-only, then "
+              "python tools/bench_explore.py --gym --reach-own (or --reach-held-out) OUT", file=sys.stderr)
+        return 2
+    if args.gym and args.hurt:
+        print("traversability: --hurt reads Doom's health: leave it out with --gym", file=sys.stderr)
+        return 2
+    view = args.view or ("fixed" if args.gym else "turning")
+    models = {m: out / f"model_{'own' if own else 'without'}_{m}.keras" for m in maps}
     recipe = {"horizon": args.horizon, "inputs": args.inputs, "epochs": args.epochs, "augment": args.augment,
               "train_seed": args.train_seed, "data_seed": args.data_seed}
     if args.hurt:
         recipe["hurt"] = True
+    if args.labels != "positions":
+        if args.hurt:
+            print("traversability: --hurt reads the damage from the engine: with --labels pixels leave it out",
+                  file=sys.stderr)
+            return 2
+        recipe.update(labels=args.labels, view=view)
+    if own:
+        recipe["protocol"] = "own"
+    if args.gym:
+        recipe["gym"] = True
     chooser = Path(args.chooser_data).resolve() if args.chooser_data else None
     if chooser is not None:
         priors = [chooser] if args.ship else [chooser / f"reach_without_{m}.npz" for m in maps]
@@ -396,23 +549,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"collected {path}", flush=True)
     if args.ship:
         train(data_for(None), None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
-              args.train_seed, args.hurt)
+              args.train_seed, args.hurt, args.labels, view == "turning")
         print(f"wrote {args.ship}")
         return 0
     fidelity: dict[str, float] = {}
     for m in maps:
         if not models[m].exists():
             fidelity[m] = train(data_for(m), m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
-                                args.train_seed, args.hurt)
-            print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, never trained on: "
+                                args.train_seed, args.hurt, args.labels, view == "turning", own)
+            judged = "on the last quarter of its own play" if own else "never trained on"
+            print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, {judged}: "
                   f"{fidelity[m]:.3f}",
                   flush=True)
     if args.models_only:
         import keras
 
+        name = "own" if own else "without"
         for m in maps:
-            save_reach(keras.models.load_model(models[m]), out / f"reach_without_{m}.npz")
-        print(f"wrote {', '.join(str(out / f'reach_without_{m}.npz') for m in maps)}")
+            save_reach(keras.models.load_model(models[m]), out / f"reach_{name}_{m}.npz")
+        print(f"wrote {', '.join(str(out / f'reach_{name}_{m}.npz') for m in maps)}")
         return 0
     tasks = [(a, m, s, args.steps, args.draws, str(models[m])) for m in args.maps or maps for s in args.seeds
              for a in args.agents]

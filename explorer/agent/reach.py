@@ -56,6 +56,30 @@ JOINED = 10
 MOVES = (3, 4)
 
 
+#: a view change (:func:`view_change`) per unit of a reach model trained on it: it brings the labels near the
+#: scale of the position-trained model's, a few units for a held draw
+VIEW_UNITS = 10.0
+
+
+def view_change(before: np.ndarray, after: np.ndarray, turns: bool = False, chunk: int = 4096) -> np.ndarray:
+    """How far the view moved between frames ``before`` and ``after`` (``uint8[N, H, W, C]`` each), in
+    :data:`VIEW_UNITS`, judged from the pixels alone: a reach label that needs no position from the game.
+
+    The mean absolute difference of the frames: in a game whose camera stays put while the player moves (a
+    room of Montezuma's Revenge, a MiniGrid maze drawn whole) what changes is the player's place, or the room.
+    With ``turns`` (a first-person camera that turns) each row of each frame is first sorted by value in each
+    channel, so that a turn, which slides the rows sideways, changes it little. How well either ranks moves
+    by the distance the game measures is in docs/experiments.md ("A reach prior from pixels alone")."""
+    out = np.empty(len(before), np.float32)
+    for at in range(0, len(before), chunk):
+        a = before[at:at + chunk].astype(np.float32)
+        b = after[at:at + chunk].astype(np.float32)
+        if turns:
+            a, b = np.sort(a, axis=2), np.sort(b, axis=2)
+        out[at:at + chunk] = np.abs(a - b).mean(axis=(1, 2, 3)) / VIEW_UNITS
+    return out
+
+
 def build_reach(inputs: int = 3) -> keras.Model:
     """Frame ``uint8[64, 64, 3]`` and action ``float32[inputs]`` (camera x, walk x, walk y and, with 4, the A
     button: it opens doors) to the predicted distance, in hundreds of map units."""
