@@ -547,7 +547,7 @@ def test_reach_own_plays_a_gymnasium_game_with_the_prior_trained_on_its_own_pixe
               "--reach-own", str(priors)]
     assert bench.main([*common, "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
-    assert "reach_own_multiroom.npz is missing" in err and "--protocol own --labels pixels" in err
+    assert "reach_own_multiroom.npz is missing" in err and "--models-only --gym --protocol own --labels pixels" in err
     assert bench.main([*common, "--reach-held-out", str(priors), "--out", str(tmp_path / "a")]) == 2
     assert "give one" in capsys.readouterr().err
     reach.save_reach(reach.build_reach(), priors / "reach_own_multiroom.npz")

@@ -720,13 +720,14 @@ def _bench(args: argparse.Namespace) -> int:
     if args.reach_held_out or args.reach_own or args.reach:  # for this command and its --jobs processes (main
         os.environ[HELD_OUT] = (OWN + str(Path(args.reach_own).resolve()) if args.reach_own  # clears it)
                                 else str(Path(args.reach_held_out or args.reach).resolve()))
-        missing = [w for w in map(reach_weights, maps) if w and not Path(w).is_file()]
+        missing = [(m, w) for m in maps if (w := reach_weights(m)) and not Path(w).is_file()]
         if missing:
             os.environ.pop(HELD_OUT)
+            gym = " --gym" if missing[0][0] in GYM_MAPS else ""
             how = ("--models-only --out " + args.reach_held_out if args.reach_held_out
-                   else f"--models-only --protocol own --labels pixels --out {args.reach_own}" if args.reach_own
+                   else f"--models-only{gym} --protocol own --labels pixels --out {args.reach_own}" if args.reach_own
                    else "--ship " + args.reach)
-            print(f"bench_explore: {missing[0]} is missing: make it with python tools/traversability.py {how}",
+            print(f"bench_explore: {missing[0][1]} is missing: make it with python tools/traversability.py {how}",
                   file=sys.stderr)
             return 2
     out = Path(args.out)
