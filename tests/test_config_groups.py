@@ -37,7 +37,8 @@ def _told(err: str) -> list[str]:
 AFTER_GROUPS = {"learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0,
                 "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
                 "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
-                "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16}
+                "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16,
+                "learner.actions.reach_weights": ""}
 
 
 def flat_layout(config: Config) -> dict:

@@ -3,6 +3,7 @@ file from bringing anything but arrays, and the planner that sends the candidate
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -63,7 +64,7 @@ def _tampered_is_refused(path, arrays, tamper, says):
     np.savez(path, **arrays)
     with pytest.raises(ExplorerError, match=says) as err:
         load_reach(path)
-    assert "\n" not in str(err.value) and "reinstall explorer" in str(err.value)
+    assert "\n" not in str(err.value) and "tools/traversability.py" in str(err.value)
 
 
 def test_a_missing_an_oversized_or_a_garbled_weights_file_is_refused(tmp_path):
@@ -77,13 +78,36 @@ def test_a_missing_an_oversized_or_a_garbled_weights_file_is_refused(tmp_path):
     garbled.write_bytes(b"not an archive")
     with pytest.raises(ExplorerError, match="not the model's"):
         load_reach(garbled)
+    os.mkfifo(tmp_path / "pipe.npz")  # a read that would wait for a writer forever
+    with pytest.raises(ExplorerError, match="are not a file"):
+        load_reach(tmp_path / "pipe.npz")
 
 
-def _agent(acting_copy: bool = False):
+def _agent(acting_copy: bool = False, *sets: str):
     base = load(None, ["learner.actions.plan_candidates=5", "learner.actions.plan_score=reach",
                        "learner.schedule.warmup_steps=0", "learner.networks.filters=[8]", "learner.networks.hidden=32",
-                       "learner.networks.feature=32", "learner.schedule.replay_mb=8", "observation.stack=1"])
+                       "learner.networks.feature=32", "learner.schedule.replay_mb=8", "observation.stack=1", *sets])
     return build_agent(base, FRAME, acting_copy=acting_copy)
+
+
+def test_reach_weights_plays_the_planner_with_a_prior_of_the_users_own(tmp_path):
+    mine = build_reach()
+    mine.set_weights([w + 0.01 * (i + 1) for i, w in enumerate(mine.get_weights())])
+    save_reach(mine, tmp_path / "mine.npz")
+    agent = _agent(False, f"learner.actions.reach_weights={str(tmp_path / 'mine.npz')!r}")
+    (model,) = agent.actor.reach.models
+    for got, want in zip(model.get_weights(), mine.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    shipped = _agent().actor.reach.models[0].get_weights()  # empty: the shipped prior
+    assert not np.array_equal(shipped[0], model.get_weights()[0])
+    with pytest.raises(ExplorerError, match=r"none\.npz cannot be read .*reach_weights = \"\""):
+        _agent(False, f"learner.actions.reach_weights={str(tmp_path / 'none.npz')!r}")
+
+
+def test_reach_weights_without_the_reach_planner_is_refused():
+    with pytest.raises(ConfigError, match="reach_weights = 'mine.npz' names a reach prior"):
+        load(None, ["learner.actions.reach_weights='mine.npz'", "learner.actions.plan_candidates=4"])
+    assert load(None, []).learner.actions.reach_weights == ""
 
 
 @pytest.mark.parametrize("acting_copy", [False, True], ids=["inline", "acting-copy"])

@@ -25,7 +25,7 @@ from explorer.agent.context import Context
 from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.agent.place import PlaceMemory
-from explorer.agent.reach import FRAME, Reach
+from explorer.agent.reach import FRAME, Reach, load_reach
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, settle, stack_frames
 from explorer.taps import Taps
@@ -115,8 +115,10 @@ class LearningActor:
         self.novelty = novelty
         self.context = context
         self.adder = adder
-        # learner.actions.plan_score = reach: the shipped reach prior scores the planner's candidates
-        self.reach = Reach(buttons=buttons) if config.actions.plan_candidates and config.actions.plan_score == "reach" else None
+        # learner.actions.plan_score = reach: the reach prior (the shipped one, or reach_weights') scores the
+        # planner's candidates
+        self.reach = Reach(load_reach(config.actions.reach_weights or None), buttons) \
+            if config.actions.plan_candidates and config.actions.plan_score == "reach" else None
         if self.reach is not None and tuple(obs_shape[1:]) != FRAME:
             raise ValueError(f"learner.actions.plan_score = reach reads frames of {FRAME}, not {tuple(obs_shape[1:])}")
         self.deterministic = deterministic

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,15 +141,21 @@ def load_reach(path: str | Path | None = None) -> tuple[keras.Model, ...]:
       ExplorerError: the file is missing, larger than :data:`MAX_BYTES`, not an array file, or its arrays are
         not one to :data:`MAX_MODELS` models' of one action width, in count, shape or finite values.
     """
+    shipped = path is None or Path(path) == Path(WEIGHTS)
     path = Path(WEIGHTS if path is None else path)
+    fix = ("reinstall explorer" if shipped else "write it again with tools/traversability.py, or set "
+           "learner.actions.reach_weights = \"\" for the shipped prior")
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except OSError as err:
-        raise ExplorerError(f"the reach prior's weights {path} cannot be read ({err.strerror}): reinstall explorer "
-                            "(pip install -e .), or set learner.actions.plan_score to model or critic") from err
-    if size > MAX_BYTES:
-        raise ExplorerError(f"the reach prior's weights {path} are {size} bytes, more than the {MAX_BYTES} read: "
-                            "reinstall explorer")
+        raise ExplorerError(f"the reach prior's weights {path} cannot be read ({err.strerror}): "
+                            f"{'reinstall explorer (pip install -e .)' if shipped else fix}, or set "
+                            "learner.actions.plan_score to model or critic") from err
+    if not stat.S_ISREG(info.st_mode):  # a pipe or a device could hang or never end the read
+        raise ExplorerError(f"the reach prior's weights {path} are not a file: {fix}")
+    if info.st_size > MAX_BYTES:
+        raise ExplorerError(f"the reach prior's weights {path} are {info.st_size} bytes, more than the {MAX_BYTES} "
+                            f"read: {fix}")
     count = len(build_reach().get_weights())
     try:
         arrays = _arrays(path, MAX_MODELS * count)
@@ -160,28 +167,28 @@ def load_reach(path: str | Path | None = None) -> tuple[keras.Model, ...]:
             raise ValueError(f"arrays {names[:4]}... where w0..w{count - 1}, or m0_w0.. for each of up to "
                              f"{MAX_MODELS} models, were expected")
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ExplorerError(f"the reach prior's weights {path} are not the model's ({err}): reinstall explorer") from err
-    models = tuple(_model(path, p, [arrays[f"{p}{w}"] for w in single]) for p in prefixes)
+        raise ExplorerError(f"the reach prior's weights {path} are not the model's ({err}): {fix}") from err
+    models = tuple(_model(path, p, [arrays[f"{p}{w}"] for w in single], fix) for p in prefixes)
     if len({int(m.inputs[1].shape[-1]) for m in models}) > 1:
-        raise ExplorerError(f"the reach prior's weights {path}: its models read actions of different widths: "
-                            "reinstall explorer")
+        raise ExplorerError(f"the reach prior's weights {path}: its models read actions of different widths: {fix}")
     return models
 
 
-def _model(path: Path, prefix: str, arrays: list[np.ndarray]) -> keras.Model:
-    """:func:`build_reach` with ``arrays``, checked in shape and values (``prefix``: their names' in the file)."""
+def _model(path: Path, prefix: str, arrays: list[np.ndarray], fix: str) -> keras.Model:
+    """:func:`build_reach` with ``arrays``, checked in shape and values (``prefix``: their names' in the file;
+    ``fix``: what the error says to do)."""
     # the action's width is read off the first layer after the frame's and action's join
     inputs = arrays[JOINED].shape[0] - 64 if arrays[JOINED].ndim == 2 else -1
     if inputs not in MOVES:
         raise ExplorerError(f"the reach prior's weights {path}: array {prefix}w{JOINED} is "
                             f"{list(arrays[JOINED].shape)}, the model takes "
-                            f"[{' or '.join(str(64 + k) for k in MOVES)}, 64]: reinstall explorer")
+                            f"[{' or '.join(str(64 + k) for k in MOVES)}, 64]: {fix}")
     model = build_reach(inputs)
     shapes = [tuple(w.shape) for w in model.get_weights()]
     for i, (a, shape) in enumerate(zip(arrays, shapes, strict=True)):
         if a.shape != shape or a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise ExplorerError(f"the reach prior's weights {path}: array {prefix}w{i} is {a.dtype}{list(a.shape)}, "
-                                f"the model takes finite float{list(shape)}: reinstall explorer")
+                                f"the model takes finite float{list(shape)}: {fix}")
     model.set_weights([a.astype(np.float32) for a in arrays])
     return model
 

@@ -165,7 +165,8 @@ ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_r
                                  "learner.actions.plan_from_policy": 0, "learner.actions.replan_below": 0.0,
                                  "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
                                  "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
-                                 "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16}
+                                 "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16,
+                                 "learner.actions.reach_weights": ""}
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),

@@ -428,6 +428,8 @@ class ActionsConfig(_Section):
                                 "along, 0-1; 0: off (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
                                 "the critics' in the encoder's update")
+    reach_weights: str = Field("", max_length=4096, description="reach: a reach prior's weights file; empty: "
+                               "the shipped Doom prior (docs/config.md#learneractions)")
 
     @model_validator(mode="after")
     def _prior_inside_range(self) -> ActionsConfig:
@@ -454,6 +456,11 @@ class ActionsConfig(_Section):
                              f"by new ground, but the planner is not the reach prior (plan_candidates = "
                              f"{self.plan_candidates}, plan_score = {self.plan_score}): set "
                              f"learner.actions.plan_score = reach with plan_candidates > 0, or plan_memory = 0")
+        if self.reach_weights and not (self.plan_candidates and self.plan_score == "reach"):
+            raise ValueError(f"learner.actions.reach_weights = {self.reach_weights!r} names a reach prior, but the "
+                             f"planner is not the reach prior (plan_candidates = {self.plan_candidates}, plan_score "
+                             f"= {self.plan_score}): set learner.actions.plan_score = reach with plan_candidates > "
+                             f"0, or reach_weights = \"\"")
         if self.residual and (self.plan_candidates or self.random_options):
             raise ValueError(f"learner.actions.residual = {self.residual} is the actor's only way to vary its prior: "
                              f"it needs learner.actions.plan_candidates = 0 and learner.actions.random_options = 0")
