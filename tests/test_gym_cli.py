@@ -80,3 +80,27 @@ def test_a_bad_mapping_or_a_missing_module_is_one_line_and_leaves_nothing(tmp_pa
     err = capsys.readouterr().err
     assert err == line + "\n"
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_reach_prior_trained_on_a_recorded_session_of_a_game_plays_that_game(tmp_path, load_tool, capsys):
+    """Any game's own pixels make its reach prior: record a session, train a prior on it with
+    ``tools/traversability.py --sessions``, and the planner scores by it (``learner.actions.reach_weights``)."""
+    pytest.importorskip("minigrid")
+    game = ["--set", "game.id=MiniGrid-MultiRoom-N2-S4-v0", "--set", "game.episode_steps=100"]
+    explore(tmp_path / "recorded", "--steps", "200", "--agent", "sticky", "--record", str(tmp_path / "sessions"),
+            *game)
+    weights = tmp_path / "multiroom_pixels.npz"
+    trav = load_tool("traversability")
+    assert trav.main(["--sessions", str(tmp_path / "sessions"), "--labels", "pixels", "--ship", str(weights),
+                      "--epochs", "1", "--out", str(tmp_path / "work")]) == 0
+    planner = ["--set", "learner.actions.plan_candidates=4", "--set", "learner.actions.plan_score=reach",
+               "--set", "learner.action_repeat=8", "--set", f"learner.actions.reach_weights={str(weights)!r}"]
+    summary = explore(tmp_path / "runs", "--steps", "200", *game, *planner)
+    assert summary["steps"] == 200 and summary["updates"] > 0
+    (run,) = (tmp_path / "runs").iterdir()
+    assert f"reach_weights = {str(weights)!r}".replace("'", '"') in (run / "config.toml").read_text()
+    weights.unlink()  # a resumed run whose prior is gone says so at start, in one line
+    capsys.readouterr()
+    assert cli.main(["explore", "--resume", str(run), "--steps", "300", *SMALL]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "multiroom_pixels.npz cannot be read" in err and "reach_weights" in err
