@@ -315,3 +315,57 @@ def test_settings_that_cannot_go_together_are_refused_before_anything_runs(trav,
     assert trav.main([*out, "--labels", "pixels", "--hurt"]) == 2
     assert "leave it out" in capsys.readouterr().err
     assert not list((tmp_path / "x").glob("data_*"))  # nothing collected
+
+
+def test_reachability_pairs_are_near_or_far_inside_one_episode_and_on_usable_steps_only(trav):
+    episodes = np.repeat(np.arange(4), 300)
+    usable = np.ones(len(episodes), bool)
+    usable[1000:] = False
+    a, b, near = trav.pairs(episodes, 5000, np.random.default_rng(0), usable)
+    assert len(a) == len(b) == len(near) == 5000
+    gap = np.abs(b - a)
+    assert ((gap >= 1) & (gap <= trav.NEAR))[near == 1].all()
+    assert ((gap >= trav.FAR) & (gap <= trav.FAR_MOST))[near == 0].all()
+    assert 0.4 < near.mean() < 0.6 and (b < a).any() and (b > a).any()  # both kinds, either frame first
+    assert (episodes[a] == episodes[b]).all() and usable[a].all() and usable[b].all()
+    with pytest.raises(trav.ExplorerError, match="longer episodes"):
+        trav.pairs(np.arange(100), 10, np.random.default_rng(0))  # every step its own episode
+
+
+def test_a_reachability_network_learns_that_frames_of_a_player_standing_still_are_near(trav, tmp_path,
+                                                                                         monkeypatch):
+    """Play that walks for 40 steps, then stands for 40: a window of the walk must be judged farther apart than
+    one of the stand, from the frames alone (a scene that scrolls as the player walks)."""
+    n = 480
+    place = np.cumsum(np.arange(n) // 40 % 2 == 0)  # the player's place: +1 a step while walking
+    scene = np.random.default_rng(3).integers(0, 256, (64, 64 + n + 64, 3), dtype=np.uint8)
+    frames = np.stack([scene[:, p:p + 64] for p in place])
+    path = tmp_path / "walk.npz"
+    np.savez_compressed(path, frames=frames, actions=np.zeros((n, 5), np.float32),
+                        positions=np.stack([place, np.zeros(n)], 1).astype(np.float64), episodes=np.arange(n) // 240)
+    monkeypatch.setattr(trav, "PAIRS_PER_FRAME", 8)
+    net = trav.train_reachability([path], epochs=2)
+    t = np.arange(n - 8)
+    inside = (t // 240 == (t + 8) // 240)
+    moved = (place[t + 8] - place[t] == 8) & inside
+    stood = (place[t + 8] == place[t]) & inside
+    apart = trav.far(net, frames[t], frames[t + 8])
+    assert apart[moved].mean() > apart[stood].mean() + 0.2, (apart[moved].mean(), apart[stood].mean())
+    report: dict = {}
+    rho = trav.train({"walk": path}, "walk", 1, tmp_path / "own.npz", labels="reachability", own=True, report=report)
+    assert -1.0 <= rho <= 1.0 and -1.0 <= report["label"] <= 1.0  # the label judged on the held-back quarter
+
+
+def test_a_reachability_prior_trains_from_recorded_sessions(trav, tmp_path, monkeypatch):
+    from explorer.agent.reach import load_reach
+    from explorer.envs.sessions.writer import Recorder
+
+    rng = np.random.default_rng(4)
+    with Recorder(tmp_path / "sessions" / "played", {"test": True}, chunk_frames=16, buttons=("a",)) as rec:
+        for i in range(80):
+            rec.add(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8), rng.uniform(-1, 1, 5).astype(np.float32),
+                    0.0, first=i == 0, last=i == 79)
+    out = tmp_path / "reachability.npz"
+    assert trav.main(["--sessions", str(tmp_path / "sessions"), "--labels", "reachability", "--ship", str(out),
+                      "--epochs", "1", "--out", str(tmp_path / "work")]) == 0
+    assert len(load_reach(out)) == 1

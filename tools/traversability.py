@@ -35,6 +35,11 @@ alone (``explorer.agent.reach.view_change``): no position is read to train it, o
 recipe trains a reach prior for any game, and ``--sessions DIR... --ship NPZ --labels pixels`` trains one on
 recorded sessions of any game whose frames are 64 x 64 colour.
 
+``--labels reachability`` labels the same windows by a second network trained first on the same play,
+from its frames alone (:func:`train_reachability`): whether two frames of an episode are at most
+:data:`NEAR` steps apart or at least :data:`FAR`. Its "how unlikely is it that the frame 8 steps on is near
+this one" is the label: a learned temporal distance, which learns that a turn on the spot stays near.
+
 With the default labels the model is trained with the engine's positions, so it is prior knowledge of
 Doom's pictures, not something a run learns; the screen tells whether such a
 prior is worth building into the agent.
@@ -53,6 +58,10 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -77,6 +86,136 @@ SCALE = UNITS
 HURT = HOLD + 8
 #: the columns of an action as sent (sticks, then the pad's buttons, A first) a model with 3 or 4 inputs reads
 COLUMNS = {3: [0, 2, 3], 4: [0, 2, 3, 4]}
+
+#: reachability's pairs: two frames of one episode at most NEAR steps apart are near, at least FAR apart far
+#: (episodic curiosity through reachability's recipe, with a frame skip of 4 as here), and at most FAR_MOST
+NEAR, FAR, FAR_MOST = 5, 25, 200
+#: frame pairs a reachability network is trained on per epoch, per frame of play
+PAIRS_PER_FRAME = 1
+
+
+def build_reachability() -> keras.Model:
+    """Two frames ``uint8[64, 64, 3]`` to the logit that they are near in time (:data:`NEAR`): a picture
+    network (the reach prior's layers) gives each frame 64 features, and a comparator reads both, their product
+    and their difference; the comparator is symmetric in the two frames."""
+    import keras
+
+    from explorer.agent.reach import FRAME
+
+    frame = keras.Input(FRAME, dtype="uint8")
+    x = keras.layers.Rescaling(1 / 255)(frame)
+    for width, kernel in [(16, 5), (32, 3), (32, 3), (32, 3)]:
+        x = keras.layers.Conv2D(width, kernel, strides=2, activation="relu", padding="same")(x)
+    place = keras.Model(frame, keras.layers.Dense(64)(keras.layers.Flatten()(x)), name="place")
+    a, b = keras.Input(FRAME, dtype="uint8"), keras.Input(FRAME, dtype="uint8")
+    ea, eb = place(a), place(b)
+    h = keras.layers.Concatenate()([ea + eb, ea * eb, keras.ops.abs(ea - eb)])
+    h = keras.layers.Dense(64, activation="relu")(h)
+    h = keras.layers.Dense(64, activation="relu")(h)
+    return keras.Model([a, b], keras.layers.Dense(1)(h), name="reachability")
+
+
+def pairs(episodes: np.ndarray, count: int, rng: np.random.Generator,
+          usable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` pairs of steps of one episode, half near (1 to :data:`NEAR` steps apart) and half far
+    (:data:`FAR` to :data:`FAR_MOST`), in a random order: first steps, second steps, and 1.0 for near;
+    ``usable``: the steps a pair may hold (by default all).
+
+    Raises:
+      ExplorerError: no episode holds two usable steps :data:`FAR` apart."""
+    n = len(episodes)
+    ok = np.ones(n, bool) if usable is None else usable
+    first, second, near = [], [], []
+    for close, want in ((True, count // 2), (False, count - count // 2)):
+        lo, hi = (1, NEAR) if close else (FAR, FAR_MOST)
+        for _ in range(100):  # tries: each keeps the pairs whose steps are of one episode
+            if want <= 0:
+                break
+            t = rng.integers(0, n, 2 * want)
+            u = t + rng.integers(lo, hi + 1, 2 * want)
+            t, u = t[u < n], u[u < n]
+            keep = (episodes[t] == episodes[u]) & ok[t] & ok[u]
+            t, u = t[keep][:want], u[keep][:want]
+            swap = rng.random(len(t)) < 0.5  # either frame first
+            first.append(np.where(swap, u, t))
+            second.append(np.where(swap, t, u))
+            near.append(np.full(len(t), float(close), np.float32))
+            want -= len(t)
+        if want > 0:
+            raise ExplorerError(f"too few pairs of steps {lo} to {hi} apart in one episode: collect longer "
+                                "episodes")
+    order = rng.permutation(count)
+    return np.concatenate(first)[order], np.concatenate(second)[order], np.concatenate(near)[order]
+
+
+def train_reachability(files: list[Path], epochs: int, seed: int = 0, own: bool = False) -> keras.Model:
+    """:func:`build_reachability` trained on the frames of the play at ``files`` (each with its episodes),
+    every pair mirrored at random (both frames alike); with ``own`` on the first :data:`OWN_SHARE` of each
+    file's steps only. Prints its accuracy on pairs of the last file it did not train on (of its last tenth)."""
+    import keras
+
+    frames, episodes, at = [], [], 0
+    for path in files:
+        d = np.load(path)
+        f, e = d["frames"], d["episodes"]
+        if own:
+            k = int(OWN_SHARE * len(f))
+            f, e = f[:k], e[:k]
+        frames.append(f)
+        episodes.append(e + at)  # no pair across two files
+        at += int(e.max()) + 1
+    frames_, episodes_ = np.concatenate(frames), np.concatenate(episodes)
+    del frames
+    n = len(frames_)
+    judged = np.zeros(n, bool)
+    judged[n - n // 10:] = True
+    rng = np.random.default_rng(seed)
+
+    class Pairs(keras.utils.PyDataset):
+        def __init__(self) -> None:
+            super().__init__()
+            self.draw()
+
+        def draw(self) -> None:
+            self.a, self.b, self.near = pairs(episodes_, PAIRS_PER_FRAME * n, rng, ~judged)
+
+        def __len__(self) -> int:
+            return -(-len(self.a) // 256)
+
+        def __getitem__(self, i: int) -> tuple:
+            a, b = frames_[self.a[i * 256:(i + 1) * 256]], frames_[self.b[i * 256:(i + 1) * 256]]
+            flip = rng.random(len(a)) < 0.5
+            a = np.where(flip[:, None, None, None], a[:, :, ::-1], a)
+            b = np.where(flip[:, None, None, None], b[:, :, ::-1], b)
+            return (a, b), self.near[i * 256:(i + 1) * 256]
+
+        def on_epoch_end(self) -> None:
+            self.draw()
+
+    keras.utils.set_random_seed(seed)
+    net = build_reachability()
+    net.compile(keras.optimizers.Adam(1e-3), keras.losses.BinaryCrossentropy(from_logits=True),
+                metrics=[keras.metrics.BinaryAccuracy(threshold=0.0)])
+    net.fit(Pairs(), epochs=epochs, verbose=2)
+    try:
+        a, b, near = pairs(episodes_, min(20_000, n), np.random.default_rng(seed + 1), judged)
+    except ExplorerError:
+        print("reachability: the last tenth of the play is too short to judge the network on", flush=True)
+        return net
+    logits = net.predict([frames_[a], frames_[b]], batch_size=1024, verbose=0)[:, 0]
+    print(f"reachability: {np.mean((logits > 0) == (near > 0.5)):.3f} of {len(a)} pairs of the last tenth of the "
+          "play judged near or far right", flush=True)
+    return net
+
+
+def far(net: keras.Model, before: np.ndarray, after: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """How far apart each pair of ``before`` and ``after`` frames is, by the reachability network ``net``: the
+    probability that they are not near (0 to 1)."""
+    out = np.empty(len(before), np.float32)
+    for at in range(0, len(before), chunk):
+        logit = net.predict([before[at:at + chunk], after[at:at + chunk]], batch_size=1024, verbose=0)[:, 0]
+        out[at:at + chunk] = 1.0 / (1.0 + np.exp(logit))
+    return out
 
 
 def chooser_play(out: Path, map_name: str, seed: int, prior: Path) -> Path:
@@ -185,12 +324,13 @@ def from_sessions(paths: list[str], path: Path, most: int) -> Path:
 
 
 def samples(path: Path, horizon: int = HOLD, inputs: int = 3, hurt: bool = False,
-            labels: str = "positions", turns: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            labels: str = "positions", turns: bool = True, labeler=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every step whose next ``horizon`` steps stay in its episode: its frame, the mean of the next ``HOLD``
     steps' actions (camera x, walk x, walk y and, with ``inputs`` 4, the A button) and the distance the player
     covered in ``horizon`` steps, in ``SCALE`` map units; with ``labels`` ``"pixels"`` instead how far the view
     moved in those steps, judged from its frames alone (:func:`explorer.agent.reach.view_change`; ``turns``:
-    the camera turns, as in Doom).
+    the camera turns, as in Doom); with ``"reachability"`` how far apart ``labeler`` (a trained reachability
+    network, :func:`far`) judges the frames now and ``horizon`` steps on.
 
     With ``hurt``, a move the player is hurt or killed within ``HURT`` steps of (a held draw, then the longest
     wait for a damaging floor's next blow) counts as going nowhere, distance 0: the steps into a pit of nukage,
@@ -206,6 +346,11 @@ def samples(path: Path, horizon: int = HOLD, inputs: int = 3, hurt: bool = False
     inside = episodes[:n] == episodes[horizon:horizon + n]
     if labels == "pixels":
         distance = view_change(frames[:n], frames[horizon:horizon + n], turns)
+    elif labels == "reachability":
+        if labeler is None:
+            raise ValueError("reachability labels need a trained reachability network")
+        distance = np.zeros(n, np.float32)  # labelled only where the window stays in its episode
+        distance[inside] = far(labeler, frames[:n][inside], frames[horizon:horizon + n][inside])
     elif not np.isfinite(positions).all():
         raise ExplorerError(f"{path} holds no positions (recorded sessions): train on it with --labels pixels")
     else:
@@ -245,7 +390,8 @@ def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
           inputs: int = 3, augment: bool = False, seed: int = 0, hurt: bool = False,
-          labels: str = "positions", turns: bool = True, own: bool = False) -> float:
+          labels: str = "positions", turns: bool = True, own: bool = False,
+          report: dict | None = None) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` (a map's play
     file, or several) and save it to ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package
     ships); returns the Spearman correlation of the predicted and true distances on ``held_out``'s first file
@@ -255,19 +401,24 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
 
     With ``own``, ``data`` is one map's play and ``held_out`` that map: the model is trained on the first
     :data:`OWN_SHARE` of its steps and judged on the rest (a model from the map's own play, for labels that
-    need no positions)."""
+    need no positions).
+
+    With ``labels`` ``"reachability"`` a reachability network is trained first on the same play
+    (:func:`train_reachability`, as many epochs) and labels it; the Spearman of its own labels on
+    ``held_out`` (never trained on, or its own last quarter) with the true distances goes to ``report``'s
+    ``"label"``."""
     import keras
     from novelty_fidelity import spearman
 
     files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
+    trained_on = files[held_out] if own else [p for m, paths in files.items() if m != held_out for p in paths]
+    labeler = train_reachability(trained_on, epochs, seed, own) if labels == "reachability" else None
+    parts = [samples(p, horizon, inputs, hurt, labels, turns, labeler) for p in trained_on]
     if own:
-        parts = [_cut(samples(p, horizon, inputs, hurt, labels, turns), True) for p in files[held_out]]
-    else:
-        parts = [samples(p, horizon, inputs, hurt, labels, turns) for m, paths in files.items() if m != held_out
-                 for p in paths]
+        parts = [_cut(part, True) for part in parts]
     actions = np.concatenate([a for _, a, _ in parts])
     distances = np.concatenate([y for _, _, y in parts])
-    if labels == "pixels":  # in units of the play's mean view change: a small sprite's game learns as a wide view's
+    if labels != "positions":  # in units of the play's mean label: a small sprite's game learns as a wide view's
         distances = distances / max(float(distances.mean()), 1e-6)
     n = len(distances)  # the frames, then the same mirrored (a turn or strafe the other way), in one array:
     frames = np.empty((2 * n, *parts[0][0].shape[1:]), np.uint8)  # each part freed once copied, so memory
@@ -311,6 +462,9 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
     f, a, y = samples(files[held_out][0], horizon, inputs, hurt)
     if own:
         f, a, y = _cut((f, a, y), False)
+    if labeler is not None and report is not None:
+        _, _, mine = samples(files[held_out][0], horizon, inputs, hurt, labels, turns, labeler)
+        report["label"] = float(spearman(_cut((mine,), False)[0] if own else mine, y))
     return float(spearman(net.predict([f, a], batch_size=1024, verbose=0)[:, 0], y))
 
 
@@ -415,10 +569,12 @@ def main(argv: list[str] | None = None) -> int:
                     "by the weights file PRIORS")
     ap.add_argument("--hurt", action="store_true", help="a move the player is hurt or killed within a draw of (and "
                     "the wait for a damaging floor's next blow) is learned as going nowhere")
-    ap.add_argument("--labels", choices=["positions", "pixels"], default="positions", help="what the model learns: "
-                    "the distance the engine measured (the Doom reference), or how far the view moved, from the "
-                    "frames alone (explorer.agent.reach.view_change: a prior for any game); it is judged against "
-                    "the engine's distances either way")
+    ap.add_argument("--labels", choices=["positions", "pixels", "reachability"], default="positions",
+                    help="what the model learns: the distance the engine measured (the Doom reference), how far the "
+                    "view moved, from the frames alone (explorer.agent.reach.view_change), or how far apart a "
+                    "reachability network trained on the same play judges the frames now and a draw on; the last "
+                    "two need no positions (a prior for any game); the model is judged against the engine's "
+                    "distances either way")
     ap.add_argument("--view", choices=["turning", "fixed"], help="with --labels pixels: the game's camera turns "
                     "with camera x (first person: Doom, the default on its maps) or stays put (a room of Montezuma's "
                     "Revenge, a MiniGrid maze: the default on the Gymnasium games and for --sessions)")
@@ -463,9 +619,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     if args.sessions:
-        if not args.ship or args.labels != "pixels":
+        if not args.ship or args.labels == "positions":
             print("traversability: --sessions hold no positions: train a prior on them with --ship NPZ and "
-                  "--labels pixels", file=sys.stderr)
+                  "--labels pixels or reachability", file=sys.stderr)
             return 2
         if args.inputs != 3:
             print("traversability: --sessions train on the sticks alone: leave out --inputs 4", file=sys.stderr)
@@ -477,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"traversability: {err}", file=sys.stderr)
             return 2
         train({"sessions": play}, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
-              args.train_seed, labels="pixels", turns=args.view == "turning")
+              args.train_seed, labels=args.labels, turns=args.view == "turning")
         print(f"wrote {args.ship}")
         return 0
     out.mkdir(parents=True, exist_ok=True)
@@ -498,10 +654,10 @@ def main(argv: list[str] | None = None) -> int:
         recipe["hurt"] = True
     if args.labels != "positions":
         if args.hurt:
-            print("traversability: --hurt reads the damage from the engine: with --labels pixels leave it out",
-                  file=sys.stderr)
+            print(f"traversability: --hurt reads the damage from the engine: with --labels {args.labels} leave it "
+                  "out", file=sys.stderr)
             return 2
-        recipe.update(labels=args.labels, view=view)
+        recipe.update(labels=args.labels, **({"view": view} if args.labels == "pixels" else {}))
     if own:
         recipe["protocol"] = "own"
     if args.gym:
@@ -555,8 +711,13 @@ def main(argv: list[str] | None = None) -> int:
     fidelity: dict[str, float] = {}
     for m in maps:
         if not models[m].exists():
+            report: dict = {}
             fidelity[m] = train(data_for(m), m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
-                                args.train_seed, args.hurt, args.labels, view == "turning", own)
+                                args.train_seed, args.hurt, args.labels, view == "turning", own, report)
+            if "label" in report:
+                fidelity[f"{m}_label"] = report["label"]
+                print(f"{m}: Spearman of the reachability label and the true {args.horizon}-step distance: "
+                      f"{report['label']:.3f}", flush=True)
             judged = "on the last quarter of its own play" if own else "never trained on"
             print(f"{m}: Spearman of predicted and true {args.horizon}-step distance, {judged}: "
                   f"{fidelity[m]:.3f}",
