@@ -679,8 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reach-held-out", metavar="DIR", help="each Doom map's reach prior is DIR/reach_without_<map>.npz "
                     "(tools/traversability.py --models-only): one never trained on that map's pictures")
     ap.add_argument("--reach-own", metavar="DIR", help="each map's reach prior is DIR/reach_own_<map>.npz "
-                    "(tools/traversability.py --models-only --protocol own --labels pixels): one trained on that "
-                    "map's own play at another seed, from its pixels alone")
+                    "(tools/traversability.py --models-only --protocol own --labels reachability, or pixels, the "
+                    "better of the two on the Gymnasium games): one trained on that map's own play at another seed, "
+                    "from its frames and actions alone")
     ap.add_argument("--reach", metavar="NPZ", help="every Doom map's reach prior is this weights file (a candidate "
                     "to ship: tools/traversability.py --ship or --join), not the shipped one")
     ap.add_argument("--out", default="runs/bench_explore", help="folder for results.json, coverage.png, suite.md, suite.json and the runs")
@@ -725,7 +726,8 @@ def _bench(args: argparse.Namespace) -> int:
             os.environ.pop(HELD_OUT)
             gym = " --gym" if missing[0][0] in GYM_MAPS else ""
             how = ("--models-only --out " + args.reach_held_out if args.reach_held_out
-                   else f"--models-only{gym} --protocol own --labels pixels --out {args.reach_own}" if args.reach_own
+                   else f"--models-only{gym} --protocol own --labels {'pixels' if gym else 'reachability'} "
+                   f"--out {args.reach_own}" if args.reach_own
                    else "--ship " + args.reach)
             print(f"bench_explore: {missing[0][1]} is missing: make it with python tools/traversability.py {how}",
                   file=sys.stderr)
