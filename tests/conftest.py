@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -38,18 +39,22 @@ def xvfb():
     exe = shutil.which("Xvfb")
     if exe is None:
         pytest.skip("Xvfb is not installed (apt-get install xvfb)")
-    for number in range(91, 120):
-        if not os.path.exists(f"/tmp/.X{number}-lock"):
-            break
-    name = f":{number}"
-    proc = subprocess.Popen([exe, name, "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(f"/tmp/.X11-unix/X{number}"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"Xvfb {name} did not start")
-        time.sleep(0.05)
+    # -displayfd: Xvfb takes the first free display number and writes it to the pipe once it listens, so
+    # two test processes never race for one display
+    read, write = os.pipe()
+    proc = subprocess.Popen([exe, "-displayfd", str(write), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,))
+    os.close(write)
+    number, deadline = b"", time.monotonic() + 30
+    with os.fdopen(read, "rb", buffering=0) as pipe:
+        while not number.endswith(b"\n"):
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = pipe.read(1) if ready else b""
+            if not chunk:  # the pipe ended (Xvfb exited) or the wait ran out
+                proc.kill()
+                pytest.fail("Xvfb did not start")
+            number += chunk
+    name = f":{int(number)}"
     old = os.environ.get("DISPLAY")
     os.environ["DISPLAY"] = name
     yield name

@@ -314,6 +314,8 @@ def test_settings_that_cannot_go_together_are_refused_before_anything_runs(trav,
     assert "Doom's health" in capsys.readouterr().err
     assert trav.main([*out, "--labels", "pixels", "--hurt"]) == 2
     assert "leave it out" in capsys.readouterr().err
+    assert trav.main([*out, "--labels", "reachability", "--gaps", "25", "5"]) == 2
+    assert "1 <= NEAR < FAR" in capsys.readouterr().err
     assert not list((tmp_path / "x").glob("data_*"))  # nothing collected
 
 

@@ -115,19 +115,19 @@ def build_reachability() -> keras.Model:
     return keras.Model([a, b], keras.layers.Dense(1)(h), name="reachability")
 
 
-def pairs(episodes: np.ndarray, count: int, rng: np.random.Generator,
-          usable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``count`` pairs of steps of one episode, half near (1 to :data:`NEAR` steps apart) and half far
-    (:data:`FAR` to :data:`FAR_MOST`), in a random order: first steps, second steps, and 1.0 for near;
-    ``usable``: the steps a pair may hold (by default all).
+def pairs(episodes: np.ndarray, count: int, rng: np.random.Generator, usable: np.ndarray | None = None,
+          gaps: tuple[int, int] = (NEAR, FAR)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` pairs of steps of one episode, half near (1 to ``gaps[0]`` steps apart, :data:`NEAR`) and half
+    far (``gaps[1]``, :data:`FAR`, to :data:`FAR_MOST`), in a random order: first steps, second steps, and 1.0
+    for near; ``usable``: the steps a pair may hold (by default all).
 
     Raises:
-      ExplorerError: no episode holds two usable steps :data:`FAR` apart."""
+      ExplorerError: too few pairs of usable steps of one episode are that far apart."""
     n = len(episodes)
     ok = np.ones(n, bool) if usable is None else usable
     first, second, near = [], [], []
     for close, want in ((True, count // 2), (False, count - count // 2)):
-        lo, hi = (1, NEAR) if close else (FAR, FAR_MOST)
+        lo, hi = (1, gaps[0]) if close else (gaps[1], FAR_MOST)
         for _ in range(100):  # tries: each keeps the pairs whose steps are of one episode
             if want <= 0:
                 break
@@ -148,10 +148,12 @@ def pairs(episodes: np.ndarray, count: int, rng: np.random.Generator,
     return np.concatenate(first)[order], np.concatenate(second)[order], np.concatenate(near)[order]
 
 
-def train_reachability(files: list[Path], epochs: int, seed: int = 0, own: bool = False) -> keras.Model:
+def train_reachability(files: list[Path], epochs: int, seed: int = 0, own: bool = False,
+                       gaps: tuple[int, int] = (NEAR, FAR)) -> keras.Model:
     """:func:`build_reachability` trained on the frames of the play at ``files`` (each with its episodes),
     every pair mirrored at random (both frames alike); with ``own`` on the first :data:`OWN_SHARE` of each
-    file's steps only. Prints its accuracy on pairs of the last file it did not train on (of its last tenth)."""
+    file's steps only; ``gaps``: near is at most ``gaps[0]`` steps apart, far at least ``gaps[1]``. Prints
+    its accuracy on pairs of the last file it did not train on (of its last tenth)."""
     import keras
 
     frames, episodes, at = [], [], 0
@@ -177,7 +179,7 @@ def train_reachability(files: list[Path], epochs: int, seed: int = 0, own: bool 
             self.draw()
 
         def draw(self) -> None:
-            self.a, self.b, self.near = pairs(episodes_, PAIRS_PER_FRAME * n, rng, ~judged)
+            self.a, self.b, self.near = pairs(episodes_, PAIRS_PER_FRAME * n, rng, ~judged, gaps)
 
         def __len__(self) -> int:
             return -(-len(self.a) // 256)
@@ -198,7 +200,7 @@ def train_reachability(files: list[Path], epochs: int, seed: int = 0, own: bool 
                 metrics=[keras.metrics.BinaryAccuracy(threshold=0.0)])
     net.fit(Pairs(), epochs=epochs, verbose=2)
     try:
-        a, b, near = pairs(episodes_, min(20_000, n), np.random.default_rng(seed + 1), judged)
+        a, b, near = pairs(episodes_, min(20_000, n), np.random.default_rng(seed + 1), judged, gaps)
     except ExplorerError:
         print("reachability: the last tenth of the play is too short to judge the network on", flush=True)
         return net
@@ -391,7 +393,7 @@ def colours(frames: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int, path: Path, horizon: int = HOLD,
           inputs: int = 3, augment: bool = False, seed: int = 0, hurt: bool = False,
           labels: str = "positions", turns: bool = True, own: bool = False,
-          report: dict | None = None) -> float:
+          report: dict | None = None, gaps: tuple[int, int] = (NEAR, FAR)) -> float:
     """Train :func:`explorer.agent.reach.build_reach` on every map of ``data`` but ``held_out`` (a map's play
     file, or several) and save it to ``path`` (a ``.keras`` model, or with ``.npz`` the arrays the package
     ships); returns the Spearman correlation of the predicted and true distances on ``held_out``'s first file
@@ -404,15 +406,15 @@ def train(data: dict[str, Path | list[Path]], held_out: str | None, epochs: int,
     need no positions).
 
     With ``labels`` ``"reachability"`` a reachability network is trained first on the same play
-    (:func:`train_reachability`, as many epochs) and labels it; the Spearman of its own labels on
-    ``held_out`` (never trained on, or its own last quarter) with the true distances goes to ``report``'s
-    ``"label"``."""
+    (:func:`train_reachability`, as many epochs, ``gaps`` its near and far) and labels it; the Spearman of
+    its own labels on ``held_out`` (never trained on, or its own last quarter) with the true distances goes
+    to ``report``'s ``"label"``."""
     import keras
     from novelty_fidelity import spearman
 
     files = {m: [p] if isinstance(p, Path) else list(p) for m, p in data.items()}
     trained_on = files[held_out] if own else [p for m, paths in files.items() if m != held_out for p in paths]
-    labeler = train_reachability(trained_on, epochs, seed, own) if labels == "reachability" else None
+    labeler = train_reachability(trained_on, epochs, seed, own, gaps) if labels == "reachability" else None
     parts = [samples(p, horizon, inputs, hurt, labels, turns, labeler) for p in trained_on]
     if own:
         parts = [_cut(part, True) for part in parts]
@@ -575,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                     "reachability network trained on the same play judges the frames now and a draw on; the last "
                     "two need no positions (a prior for any game); the model is judged against the engine's "
                     "distances either way")
+    ap.add_argument("--gaps", type=int, nargs=2, default=[NEAR, FAR], metavar=("NEAR", "FAR"),
+                    help="with --labels reachability: two frames at most NEAR steps apart are near, at least FAR "
+                    f"(and at most {FAR_MOST}) far")
     ap.add_argument("--view", choices=["turning", "fixed"], help="with --labels pixels: the game's camera turns "
                     "with camera x (first person: Doom, the default on its maps) or stays put (a room of Montezuma's "
                     "Revenge, a MiniGrid maze: the default on the Gymnasium games and for --sessions)")
@@ -617,6 +622,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if joins:
         return 0
+    if not 1 <= args.gaps[0] < args.gaps[1] <= FAR_MOST:
+        print(f"traversability: --gaps {args.gaps[0]} {args.gaps[1]}: give NEAR and FAR with 1 <= NEAR < FAR <= "
+              f"{FAR_MOST}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     if args.sessions:
         if not args.ship or args.labels == "positions":
@@ -633,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"traversability: {err}", file=sys.stderr)
             return 2
         train({"sessions": play}, None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
-              args.train_seed, labels=args.labels, turns=args.view == "turning")
+              args.train_seed, labels=args.labels, turns=args.view == "turning", gaps=tuple(args.gaps))
         print(f"wrote {args.ship}")
         return 0
     out.mkdir(parents=True, exist_ok=True)
@@ -658,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
                   "out", file=sys.stderr)
             return 2
         recipe.update(labels=args.labels, **({"view": view} if args.labels == "pixels" else {}))
+        if args.labels == "reachability" and tuple(args.gaps) != (NEAR, FAR):
+            recipe["gaps"] = args.gaps
     if own:
         recipe["protocol"] = "own"
     if args.gym:
@@ -705,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"collected {path}", flush=True)
     if args.ship:
         train(data_for(None), None, args.epochs, Path(args.ship), args.horizon, args.inputs, args.augment,
-              args.train_seed, args.hurt, args.labels, view == "turning")
+              args.train_seed, args.hurt, args.labels, view == "turning", gaps=tuple(args.gaps))
         print(f"wrote {args.ship}")
         return 0
     fidelity: dict[str, float] = {}
@@ -713,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
         if not models[m].exists():
             report: dict = {}
             fidelity[m] = train(data_for(m), m, args.epochs, models[m], args.horizon, args.inputs, args.augment,
-                                args.train_seed, args.hurt, args.labels, view == "turning", own, report)
+                                args.train_seed, args.hurt, args.labels, view == "turning", own, report,
+                                tuple(args.gaps))
             if "label" in report:
                 fidelity[f"{m}_label"] = report["label"]
                 print(f"{m}: Spearman of the reachability label and the true {args.horizon}-step distance: "
