@@ -38,7 +38,8 @@ AFTER_GROUPS = {"learner.actions.plan_from_policy": 0, "learner.actions.replan_b
                 "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
                 "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
                 "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16,
-                "learner.actions.reach_weights": ""}
+                "learner.actions.reach_weights": "", "learner.actions.plan_route": 0,
+                "learner.actions.route_after": 0}
 
 
 def flat_layout(config: Config) -> dict:

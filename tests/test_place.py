@@ -103,3 +103,47 @@ def test_the_planner_sends_the_candidate_of_the_best_reach_and_new_ground_and_th
 
 def test_without_plan_memory_the_actor_keeps_no_path():
     assert _actor(0.0).place is None
+
+
+def _walk(memory: PlaceMemory, cells: list[tuple[int, int]], steps: int = 1) -> None:
+    """Stand ``steps`` steps in each of ``cells`` (the estimate placed at their centres)."""
+    for cx, cy in cells:
+        memory.x, memory.y = (cx + 0.5) * CELL, (cy + 0.5) * CELL
+        for _ in range(steps):
+            memory.advance(np.zeros(5, np.float32))  # no pace: a step in place
+
+
+def test_a_worn_cell_routes_through_walked_cells_to_the_nearest_frontier():
+    memory = PlaceMemory(turn_rate=45.0, hold=8, weight=0.0, route_after=1)
+    # a corridor walked from (0, 0) to (4, 0) and back to the start, each cell worn (8 steps) but (4, 0), the end
+    _walk(memory, [(0, 0), (1, 0), (2, 0), (3, 0)], steps=8)
+    _walk(memory, [(4, 0)], steps=2)
+    _walk(memory, [(3, 0), (2, 0), (1, 0), (0, 0)], steps=8)
+    assert memory.route() == [(1, 0), (2, 0), (3, 0), (4, 0)]  # along the walked cells to the unworn end
+    sent = np.stack([FORWARD, BACK, RIGHT_TURN])  # facing along x: forward goes toward the frontier
+    progress = memory.route_scores(sent, np.full(3, 2.0))
+    assert progress is not None and int(np.argmax(progress)) == 0 and progress[1] < 0 < progress[0]
+    assert progress[0] == pytest.approx(200.0 - 0.0, abs=1.0)  # 200 units on, all of it toward (2, 0)'s centre
+    _walk(memory, [(4, 0)], steps=8)  # the end worn too: nothing but worn cells, no frontier left in reach
+    _walk(memory, [(0, 0)], steps=1)
+    assert memory.route() is None and memory.route_scores(sent, np.full(3, 2.0)) is None
+
+
+def test_a_cell_not_worn_and_route_after_zero_do_not_route():
+    memory = PlaceMemory(turn_rate=45.0, hold=8, weight=0.0, route_after=2)
+    _walk(memory, [(0, 0), (1, 0)], steps=8)
+    _walk(memory, [(0, 0)], steps=7)  # 15 steps of the 16 that wear it
+    assert memory.route() is None
+    memory.advance(np.zeros(5, np.float32))
+    assert memory.route() == [(1, 0)]
+    never = PlaceMemory(turn_rate=45.0, hold=8, weight=1.0)
+    _walk(never, [(0, 0)], steps=100)
+    assert never.route() is None
+
+
+def test_plan_route_without_the_reach_planner_is_refused():
+    with pytest.raises(ConfigError, match="plan_route = 2 routes by the reach prior's candidates"):
+        load(None, ["learner.actions.plan_route=2", "learner.actions.plan_score=model",
+                    "learner.actions.plan_candidates=4"])
+    with pytest.raises(ConfigError, match="plan_route"):
+        load(None, ["learner.actions.plan_route=65"])

@@ -26,6 +26,7 @@ from explorer.agent.networks import StickRange, corrected, split_outputs
 from explorer.agent.novelty import EpisodicNovelty, Novelty
 from explorer.agent.place import PlaceMemory
 from explorer.agent.reach import FRAME, Reach, load_reach
+from explorer.agent.routes import PlaceMap
 from explorer.config import LearnerConfig
 from explorer.core import N_AXES, Step, settle, stack_frames
 from explorer.taps import Taps
@@ -123,11 +124,16 @@ class LearningActor:
             raise ValueError(f"learner.actions.plan_score = reach reads frames of {FRAME}, not {tuple(obs_shape[1:])}")
         self.deterministic = deterministic
         # learner.actions.plan_memory: the episode's path, dead-reckoned, weighs the reach prior's candidates
-        self.place = PlaceMemory(turn_rate, config.action_repeat, config.actions.plan_memory) \
-            if self.reach is not None and config.actions.plan_memory and not deterministic else None
+        # (and with learner.actions.plan_route routes to the frontier of the ground it has walked)
+        self.place = PlaceMemory(turn_rate, config.action_repeat, config.actions.plan_memory,
+                                 config.actions.plan_route) \
+            if self.reach is not None and (config.actions.plan_memory or config.actions.plan_route) \
+            and not deterministic else None
         # learner.actions.return_share: the run's best episode, returned along before each episode explores
         self.memory = ReturnMemory(config.actions.return_share) \
             if config.actions.return_share and not deterministic else None
+        # learner.actions.route_after: the episode's places from pixels, and routes to the least-visited
+        self.map = PlaceMap(config.actions.route_after) if config.actions.route_after and not deterministic else None
         self.sticks = StickRange(config, buttons)
         self.taps = Taps(self.sticks.buttons, tap_gap)
         self._prior_offset = self.sticks.prior_offset(config.algo, config.actions.residual)
@@ -243,6 +249,8 @@ class LearningActor:
                 self.place.reset()
             if self.memory is not None:
                 self.memory.reset()
+            if self.map is not None:
+                self.map.reset()
         self.last_ctx = self.context.value()
         if self.held is not None and self.held_steps < c.action_repeat and not self.cut:
             self.held_steps += 1
@@ -255,7 +263,10 @@ class LearningActor:
         if self.memory is not None:
             frame = step.obs[-1].numpy()
             back = self.memory.returning(frame)
-        if back is not None:  # returning along the run's best episode: its decision at this step
+        if back is None and self.map is not None:  # a route to a place visited less, when this one is worn
+            frame = step.obs[-1].numpy() if frame is None else frame
+            back = self.map.route(frame)
+        if back is not None:  # returning along the run's best episode, or routing: the way's decision
             a = back
         elif self.deterministic:
             mean, _ = self.policy(step.obs, self.last_ctx)
@@ -279,6 +290,8 @@ class LearningActor:
                     a, planned = self._plan(step, a, mean, log_std), True
         if self.memory is not None and frame is not None:
             self.memory.decided(a, frame)
+        if self.map is not None:
+            self.map.decided(a)
         held = settle(self.sticks(a), self.sticks.buttons).astype(np.float32)
         if self.place is not None and not planned:  # a decision the planner did not choose: its pace too
             self.place.decide(float(self._held_score(step.obs[-1], tf.constant(held[None]))[0]))
@@ -332,7 +345,11 @@ class LearningActor:
             squashed = np.concatenate([own[None], squashed])
         sent = np.stack([settle(self.sticks(x), self.sticks.buttons) for x in squashed]).astype(np.float32)
         scores = self._plan_scores(step.obs, tf.constant(sent), tf.constant(self.last_ctx)).numpy()
-        best = int(np.argmax(scores if self.place is None else self.place.scores(sent, scores)))
+        routed = self.place.route_scores(sent, scores) if self.place is not None else None
+        if routed is not None:  # learner.actions.plan_route: the candidate that goes farthest toward the frontier
+            best = int(np.argmax(routed))
+        else:
+            best = int(np.argmax(scores if self.place is None else self.place.scores(sent, scores)))
         if self.place is not None:
             self.place.decide(float(scores[best]))
         if self.config.actions.replan_below:
@@ -390,6 +407,8 @@ class LearningActor:
             self.memory.stepped(float(self.novelty.raw.numpy()))  # comparable between episodes, unlike reward
             if next_step.last:  # the decisions this episode returned along, logged as the episode ends
                 metrics["returned"] = float(self.memory.end())
+        if self.map is not None and next_step.last:  # the decisions this episode took on routes, and its places
+            metrics["routed"], metrics["places"] = float(self.map.routes), float(self.map.count)
         return metrics
 
     # -- checkpoint state (a JSON part, see explorer.run.builder)

@@ -166,7 +166,8 @@ ADDED_SETTINGS: dict[str, Any] = {"novelty.heading_window": 0.0, "novelty.turn_r
                                  "learner.actions.plan_memory": 0.0, "learner.actions.press_share": 0.5,
                                  "learner.actions.return_share": 0.0, "learner.networks.echo_units": 0,
                                  "learner.networks.recurrent_units": 0, "learner.networks.recurrent_window": 16,
-                                 "learner.actions.reach_weights": ""}
+                                 "learner.actions.reach_weights": "", "learner.actions.plan_route": 0,
+                                 "learner.actions.route_after": 0}
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),

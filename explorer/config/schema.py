@@ -424,6 +424,10 @@ class ActionsConfig(_Section):
                                 "of its first reach (docs/config.md#learneractions)")
     plan_memory: float = Field(0.0, ge=0, le=16, description="reach: weight of new ground on a dead-reckoned "
                                "path of the episode, 0-16 (docs/config.md#learneractions)")
+    plan_route: int = Field(0, ge=0, le=64, description="reach: decisions in a dead-reckoned cell, then go "
+                            "to a frontier, 0-64; 0: off (docs/config.md#learneractions)")
+    route_after: int = Field(0, ge=0, le=64, description="places from pixels: visits, then go to "
+                             "a place visited less, 0-64; 0: off (docs/config.md#learneractions)")
     return_share: float = Field(0.0, ge=0, lt=1, description="share of the best episode's novelty to return "
                                 "along, 0-1; 0: off (docs/config.md#learneractions)")
     model_weight: float = Field(1.0, gt=0, description="plan_candidates: weight of the planner model's loss beside "
@@ -456,6 +460,11 @@ class ActionsConfig(_Section):
                              f"by new ground, but the planner is not the reach prior (plan_candidates = "
                              f"{self.plan_candidates}, plan_score = {self.plan_score}): set "
                              f"learner.actions.plan_score = reach with plan_candidates > 0, or plan_memory = 0")
+        if self.plan_route and not (self.plan_candidates and self.plan_score == "reach"):
+            raise ValueError(f"learner.actions.plan_route = {self.plan_route} routes by the reach prior's "
+                             f"candidates, but the planner is not the reach prior (plan_candidates = "
+                             f"{self.plan_candidates}, plan_score = {self.plan_score}): set "
+                             f"learner.actions.plan_score = reach with plan_candidates > 0, or plan_route = 0")
         if self.reach_weights and not (self.plan_candidates and self.plan_score == "reach"):
             raise ValueError(f"learner.actions.reach_weights = {self.reach_weights!r} names a reach prior, but the "
                              f"planner is not the reach prior (plan_candidates = {self.plan_candidates}, plan_score "
