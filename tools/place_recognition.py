@@ -38,13 +38,11 @@ def _normed(x: np.ndarray) -> np.ndarray:
 
 def tests(frames: np.ndarray) -> dict[str, np.ndarray]:
     """Each test's vectors of ``frames`` (``uint8[N, H, W, 3]``), rows of unit length: cosine is their product."""
-    grey = frames.astype(np.float32).mean(-1)
-    n, h, w = grey.shape
     quantised = (frames // 64).astype(np.int64)
     colour = quantised[..., 0] * 16 + quantised[..., 1] * 4 + quantised[..., 2]
     counts = np.stack([np.bincount(c.ravel(), minlength=64) for c in colour]).astype(np.float32)
     return {"picture": np.stack([picture(f) for f in frames]),
-            "blocks4": _normed(grey.reshape(n, 4, h // 4, 4, w // 4).mean(axis=(2, 4)).reshape(n, -1)),
+            "blocks4": np.stack([picture(f, 4) for f in frames]),
             "colours": _normed(np.sqrt(counts))}
 
 

@@ -51,7 +51,6 @@ class PlaceMemory:
                              "camera x)")
         self.turn_rate, self.hold, self.weight = float(turn_rate), int(hold), float(weight)
         self.worn_steps = int(route_after) * self.hold
-        self.routed = 0  # decisions the route chose, over the memory's life (a metric)
         self.reset()
 
     def reset(self) -> None:
@@ -103,7 +102,6 @@ class PlaceMemory:
             return None
         pace = np.maximum(np.asarray(reach, np.float64), 0.0) * UNITS / self.hold
         xs, ys, _ = self._paths(sent, pace)
-        self.routed += 1
         return ((xs[:, -1] - self.x) * gx + (ys[:, -1] - self.y) * gy) / norm
 
     def _paths(self, sent: np.ndarray, pace: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

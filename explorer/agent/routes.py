@@ -73,7 +73,6 @@ class PlaceMap:
             raise ValueError(f"a place map's cosine of one place must lie between 0 and 1, not {same}")
         self.route_after, self.side, self.same = int(route_after), int(side), float(same)
         self.pictures = np.zeros((MOST, self.side * self.side), np.float32)
-        self.routed_decisions = 0  # decisions taken on a route, over the map's life (a metric)
         self.reset()
 
     def reset(self) -> None:
@@ -124,7 +123,6 @@ class PlaceMap:
             return None
         self.expected = step
         self.routes += 1
-        self.routed_decisions += 1
         return self.ways[now][step]
 
     def _first_step(self, start: int) -> int | None:
