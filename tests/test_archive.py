@@ -98,12 +98,17 @@ def test_a_share_outside_zero_and_one_is_refused():
         load(None, ["learner.actions.return_share=1.5"])
 
 
+def small_actor(*sets: str, frame: tuple[int, int, int] = FRAME):
+    """A learning actor of small networks deciding every 4 steps on one-frame observations of ``frame``, with
+    ``sets`` on top."""
+    config = load(None, ["learner.action_repeat=4", "learner.schedule.warmup_steps=0", "learner.networks.filters=[8]",
+                         "learner.networks.hidden=32", "learner.networks.feature=32", "learner.schedule.replay_mb=8",
+                         "observation.stack=1", "learner.seed=5", "novelty.exclude_recent=2", *sets])
+    return build_agent(config, frame).actor
+
+
 def _actor(share: float):
-    config = load(None, [f"learner.actions.return_share={share}", "learner.action_repeat=4",
-                         "learner.schedule.warmup_steps=0", "learner.networks.filters=[8]", "learner.networks.hidden=32",
-                         "learner.networks.feature=32", "learner.schedule.replay_mb=8", "observation.stack=1",
-                         "learner.seed=5", "novelty.exclude_recent=2"])
-    return build_agent(config, FRAME).actor
+    return small_actor(f"learner.actions.return_share={share}")
 
 
 def _play(actor, salt: int, steps: int = 24) -> list[np.ndarray]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_archive import small_actor
 
 from explorer.agent.routes import MISSES, SIDE, PlaceMap, picture
 from explorer.config import ConfigError, load
 from explorer.core import Step
-from explorer.run.builder import build_agent
 
 FRAME = (64, 64, 3)
 
@@ -98,11 +98,7 @@ def test_route_after_is_validated():
 
 
 def _actor(route_after: int):
-    config = load(None, [f"learner.actions.route_after={route_after}", "learner.action_repeat=4",
-                         "learner.schedule.warmup_steps=0", "learner.networks.filters=[8]", "learner.networks.hidden=32",
-                         "learner.networks.feature=32", "learner.schedule.replay_mb=8", "observation.stack=1",
-                         "learner.seed=5", "novelty.exclude_recent=2"])
-    return build_agent(config, FRAME).actor
+    return small_actor(f"learner.actions.route_after={route_after}", frame=FRAME)
 
 
 def test_the_actor_takes_the_way_out_of_a_worn_place_again():
